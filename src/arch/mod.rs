@@ -1,0 +1,2 @@
+//! Architecture-specific kernel code (only x86 is modelled).
+pub mod x86;

@@ -1,0 +1,393 @@
+//! TLB flushing and address-space switching: arch/x86/mm/tlb.c as of Linux 6.18.
+//!
+//! Modelled: `flush_tlb_mm_range()` with the single-page ceiling, `native_flush_tlb_multi()`
+//! with the `should_flush_tlb()` predicate (lazy CPUs skipped unless page tables were freed),
+//! `should_trim_cpumask()` (6.14+ lazy mm_cpumask), `flush_tlb_func()` with the per-ASID
+//! `tlb_gen` partial/full decision, `switch_mm_irqs_off()` with `choose_new_asid()` and the lazy
+//! catch-up flush, `enter_lazy_tlb()`, and `arch_tlbbatch_flush()`.
+//! Left out: INVLPGB broadcast flushes (AMD, 6.15+), global ASIDs, PTI's user/kernel PCID pairs,
+//! LAM, and the paravirt (KVM) flush hook that skips preempted vCPUs.
+//!
+//! `cpu_tlbstate` per CPU:
+//!
+//! | field            | meaning                                             | who changes it                  |
+//! |------------------|-----------------------------------------------------|---------------------------------|
+//! | loaded_mm        | mm whose page tables CR3 points at (None = init_mm) | switch_mm_irqs_off              |
+//! | loaded_mm_asid   | the PCID slot in use                                | switch_mm_irqs_off              |
+//! | is_lazy          | a kernel thread/idle borrows loaded_mm              | enter_lazy_tlb / switch_mm      |
+//! | ctxs[a].ctx_id   | which mm the slot's TLB entries belong to           | switch_mm (new ASID)            |
+//! | ctxs[a].tlb_gen  | the mm generation this CPU's entries are current to | flush_tlb_func, switch_mm       |
+//!
+//! What must hold: if `ctxs[a].tlb_gen == mm.tlb_gen` then no TLB entry tagged `a` is staler than
+//! the last flush request on that mm (this is the bet flush_tlb_func's early returns make).
+
+use crate::mm::vmstat::VmEvent;
+use crate::sim::{Sim, TaskState};
+use crate::types::*;
+
+/// TLB_NR_DYN_ASIDS.
+pub const TLB_NR_DYN_ASIDS: usize = 6;
+/// TLB_FLUSH_ALL as an end vpn.
+pub const FLUSH_ALL: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TlbContext {
+    pub ctx_id: u64,
+    pub tlb_gen: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct TlbState {
+    pub loaded_mm: Option<MmId>,
+    pub loaded_mm_asid: u16,
+    pub is_lazy: bool,
+    pub next_asid: u16,
+    pub ctxs: [TlbContext; TLB_NR_DYN_ASIDS],
+}
+
+impl TlbState {
+    pub fn new() -> Self {
+        TlbState { loaded_mm: None, loaded_mm_asid: 0, is_lazy: false, next_asid: 1, ctxs: [TlbContext::default(); TLB_NR_DYN_ASIDS] }
+    }
+}
+
+impl Default for TlbState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `enum tlb_flush_reason` (include/linux/mm_types.h) for the tlb:tlb_flush tracepoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushReason {
+    OnTaskSwitch,
+    RemoteShootdown,
+    LocalShootdown,
+    LocalMmShootdown,
+    RemoteSendIpi,
+    RemoteWrongCpu,
+}
+
+/// `struct flush_tlb_info`. Addresses are vpns; `end == FLUSH_ALL` is a full flush.
+#[derive(Clone, Copy, Debug)]
+pub struct FlushInfo {
+    pub mm: Option<MmId>,
+    pub start: u64,
+    pub end: u64,
+    pub stride_shift: u32,
+    /// None = TLB_GENERATION_INVALID (batched flushes).
+    pub new_tlb_gen: Option<u64>,
+    pub initiating_cpu: CpuId,
+    pub freed_tables: bool,
+    pub trim_cpumask: bool,
+}
+
+impl Sim {
+    fn trace_tlb_flush(&mut self, cpu: CpuId, _reason: FlushReason) {
+        self.cpus[cpu.0 as usize].stats.tlb_flush_events += 1;
+    }
+
+    /// `inc_mm_tlb_gen()`.
+    pub fn inc_mm_tlb_gen(&mut self, mm: MmId) -> u64 {
+        let m = self.mm_mut(mm);
+        m.tlb_gen += 1;
+        m.tlb_gen
+    }
+
+    /// `flush_tlb_mm_range()`: flush `[start, end)` (vpns) of `mm` on every CPU that may cache it.
+    pub fn flush_tlb_mm_range(&mut self, cpu: CpuId, mm: MmId, start: u64, end: u64, stride_shift: u32, freed_tables: bool) {
+        let new_gen = self.inc_mm_tlb_gen(mm);
+        let pages = if end == FLUSH_ALL { u64::MAX } else { (end - start) << 12 >> stride_shift };
+        let (start, end) = if end != FLUSH_ALL && pages <= self.p.tlb_single_page_flush_ceiling { (start, end) } else { (0, FLUSH_ALL) };
+        let mut info = FlushInfo { mm: Some(mm), start, end, stride_shift, new_tlb_gen: Some(new_gen), initiating_cpu: cpu, freed_tables, trim_cpumask: false };
+        if self.mm(mm).cpumask.any_but(cpu) {
+            info.trim_cpumask = self.should_trim_cpumask(cpu, mm);
+            let mask = self.mm(mm).cpumask.clone();
+            self.flush_tlb_multi(cpu, &mask, &info);
+        } else if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
+            self.flush_tlb_func(cpu, &info);
+        }
+    }
+
+    /// `flush_tlb_mm()`: a full flush of an mm. x86 defines it as
+    /// `flush_tlb_mm_range(mm, 0, TLB_FLUSH_ALL, 0, true)`: with freed_tables set, so it reaches
+    /// lazy CPUs too.
+    pub fn flush_tlb_mm(&mut self, cpu: CpuId, mm: MmId) {
+        self.flush_tlb_mm_range(cpu, mm, 0, FLUSH_ALL, PAGE_SHIFT, true);
+    }
+
+    /// `flush_tlb_page()`.
+    pub fn flush_tlb_page(&mut self, cpu: CpuId, mm: MmId, vpn: u64) {
+        self.flush_tlb_mm_range(cpu, mm, vpn, vpn + 1, PAGE_SHIFT, false);
+    }
+
+    /// `should_trim_cpumask()` (6.14+): at most once per interval a flush also goes to CPUs that
+    /// are in mm_cpumask but run another mm, so they drop out of the mask.
+    fn should_trim_cpumask(&mut self, cpu: CpuId, mm: MmId) -> bool {
+        let trim = self.p.mm_cpumask_trim_ns;
+        if trim == 0 {
+            return false;
+        }
+        let now = self.now(cpu);
+        let m = self.mm_mut(mm);
+        if now > m.next_trim_cpumask {
+            m.next_trim_cpumask = now + trim;
+            return true;
+        }
+        false
+    }
+
+    /// `should_flush_tlb()`: the per-CPU predicate of `native_flush_tlb_multi()`.
+    fn should_flush_tlb(&self, cpu: CpuId, info: &FlushInfo) -> bool {
+        let st = &self.cpus[cpu.0 as usize].tlbstate;
+        // Lazy TLB will get flushed at the next context switch.
+        if st.is_lazy && crate::config::presets::version(&self.cfg.str("kernel.preset")) >= (4, 19) {
+            return false;
+        }
+        let Some(mm) = info.mm else { return true };
+        if self.p.mm_cpumask_trim_ns == 0 {
+            // Before 6.14 the bit was cleared at switch time: a CPU in the mask runs the mm.
+            return true;
+        }
+        st.loaded_mm == Some(mm) || info.trim_cpumask
+    }
+
+    /// `native_flush_tlb_multi()` via `on_each_cpu_cond_mask()`: run flush_tlb_func locally if the
+    /// initiating CPU is in the mask, and by IPI (waiting for completion) on every other CPU
+    /// selected. With `freed_tables`, lazy CPUs are IPI'd too (`on_each_cpu_mask`), since they
+    /// could otherwise walk freed page-table pages speculatively.
+    pub fn flush_tlb_multi(&mut self, cpu: CpuId, mask: &crate::sim::CpuMask, info: &FlushInfo) {
+        self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH);
+        self.trace_tlb_flush(cpu, FlushReason::RemoteSendIpi);
+        let targets: Vec<CpuId> = mask.iter().filter(|&c| info.freed_tables || self.should_flush_tlb(c, info)).collect();
+        let t0 = self.now(cpu);
+        let mut done = t0;
+        let mut sent = 0u32;
+        for &c in &targets {
+            if c == cpu {
+                continue;
+            }
+            sent += 1;
+            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns).round() as Ns;
+            let cost = self.remote_flush_tlb_func(c, info, arrive);
+            done = done.max(arrive + cost);
+        }
+        if sent > 0 {
+            self.charge_sys(cpu, self.p.ipi_send_ns * sent as f64);
+        }
+        if targets.contains(&cpu) {
+            self.flush_tlb_func(cpu, info);
+        }
+        // smp_call_function_many(..., wait=1): the initiator spins until every target has run it.
+        let now = self.now(cpu);
+        if done > now {
+            self.charge_sys(cpu, (done - now) as f64);
+        }
+    }
+
+    /// Deliver a flush IPI to `cpu` and run `flush_tlb_func` there. Returns the handler's cost in
+    /// ns, which is stolen from whatever the target was doing.
+    fn remote_flush_tlb_func(&mut self, cpu: CpuId, info: &FlushInfo, arrive: Ns) -> Ns {
+        let ci = cpu.0 as usize;
+        // A CPU that is idle or spinning has no pending steps: its clock catches up to the arrival.
+        if !self.cpus[ci].scheduled && arrive > self.cpus[ci].clock {
+            let spinning = self.cpus[ci].current.is_some_and(|t| matches!(self.tasks[t.0 as usize].state, TaskState::Spinning(_)));
+            if spinning {
+                // The spin ran in user mode up to the interrupt.
+                let gap = arrive - self.cpus[ci].clock;
+                self.charge_user_ns(cpu, gap);
+            } else {
+                self.cpus[ci].clock = arrive;
+            }
+        }
+        let before = self.cpus[ci].clock;
+        let (sys_before, cur) = (self.cpus[ci].stats.sys_ns, self.cpus[ci].current);
+        self.charge_sys(cpu, self.p.ipi_handle_ns);
+        self.flush_tlb_func(cpu, info);
+        let c = &mut self.cpus[ci];
+        let cost = c.clock - before;
+        // Interrupt time is stolen from the CPU: reported as irq (and in sys), not charged to the
+        // interrupted task, which simply finishes later.
+        c.stats.sys_ns = sys_before;
+        c.stats.irq_ns += cost;
+        if let Some(t) = cur {
+            let t = &mut self.tasks[t.0 as usize];
+            if let TaskState::Spinning(until) = t.state {
+                t.state = TaskState::Spinning(until + cost);
+            }
+        }
+        cost
+    }
+
+    /// `flush_tlb_func()`: bring this CPU's TLB up to date for its loaded mm.
+    pub fn flush_tlb_func(&mut self, cpu: CpuId, f: &FlushInfo) {
+        let local = cpu == f.initiating_cpu;
+        let ci = cpu.0 as usize;
+        if !local {
+            self.cpus[ci].stats.irq_tlb_count += 1;
+            self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH_RECEIVED);
+        }
+        let loaded = self.cpus[ci].tlbstate.loaded_mm;
+        if let Some(mm) = f.mm {
+            if Some(mm) != loaded {
+                // The CPU was left in the mm_cpumask of the target mm. Clear it.
+                if let Some(m) = self.mms[mm.0 as usize].as_mut() {
+                    m.cpumask.clear(cpu);
+                }
+                self.trace_tlb_flush(cpu, FlushReason::RemoteWrongCpu);
+                return;
+            }
+        }
+        let Some(loaded) = loaded else { return };
+        if self.cpus[ci].tlbstate.is_lazy {
+            // Lazy mode: switch to init_mm rather than flush (paging-structure caches).
+            self.switch_mm_irqs_off(cpu, None);
+            return;
+        }
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        let local_gen = self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen;
+        if let Some(g) = f.new_tlb_gen {
+            if g <= local_gen {
+                return;
+            }
+        }
+        let mm_gen = self.mm(loaded).tlb_gen;
+        let reason = if !local {
+            FlushReason::RemoteShootdown
+        } else if f.mm.is_none() {
+            FlushReason::LocalShootdown
+        } else {
+            FlushReason::LocalMmShootdown
+        };
+        if local_gen == mm_gen {
+            self.trace_tlb_flush(cpu, reason);
+            return;
+        }
+        if f.end != FLUSH_ALL && f.new_tlb_gen == Some(local_gen + 1) && f.new_tlb_gen == Some(mm_gen) {
+            let step = 1u64 << (f.stride_shift - PAGE_SHIFT);
+            let mut n = 0u64;
+            let mut v = f.start;
+            while v < f.end {
+                self.cpus[ci].tlb.flush_one(asid, v);
+                v += step;
+                n += 1;
+            }
+            if local {
+                self.vmstat.add(VmEvent::NR_TLB_LOCAL_FLUSH_ONE, n);
+            }
+            self.charge_sys(cpu, self.p.invlpg_ns * n as f64);
+        } else {
+            self.local_flush_asid(cpu, asid);
+            if local {
+                self.vmstat.count(VmEvent::NR_TLB_LOCAL_FLUSH_ALL);
+            }
+            self.charge_sys(cpu, self.p.flush_full_ns);
+        }
+        self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen = mm_gen;
+        self.trace_tlb_flush(cpu, reason);
+    }
+
+    /// Flush the user entries of one ASID (CR3 reload / INVPCID single context); without PCID every
+    /// user entry goes.
+    fn local_flush_asid(&mut self, cpu: CpuId, asid: u16) {
+        let c = &mut self.cpus[cpu.0 as usize];
+        if self.p.pcid {
+            c.tlb.flush_asid(asid);
+        } else {
+            c.tlb.flush_all();
+        }
+    }
+
+    /// `choose_new_asid()`: reuse the slot already holding `mm`, else take the next one round-robin.
+    fn choose_new_asid(&mut self, cpu: CpuId, mm: MmId, next_tlb_gen: u64) -> (u16, bool) {
+        if !self.p.pcid {
+            return (0, true);
+        }
+        let ctx_id = self.mm(mm).ctx_id;
+        let st = &mut self.cpus[cpu.0 as usize].tlbstate;
+        for a in 0..TLB_NR_DYN_ASIDS {
+            if st.ctxs[a].ctx_id == ctx_id {
+                return (a as u16, st.ctxs[a].tlb_gen < next_tlb_gen);
+            }
+        }
+        let mut a = st.next_asid;
+        st.next_asid += 1;
+        if a as usize >= TLB_NR_DYN_ASIDS {
+            a = 0;
+            st.next_asid = 1;
+        }
+        (a, true)
+    }
+
+    /// `switch_mm_irqs_off()`: load `next` (None = init_mm) on `cpu`.
+    pub fn switch_mm_irqs_off(&mut self, cpu: CpuId, next: Option<MmId>) {
+        let ci = cpu.0 as usize;
+        let prev = self.cpus[ci].tlbstate.loaded_mm;
+        let was_lazy = self.cpus[ci].tlbstate.is_lazy;
+        self.cpus[ci].tlbstate.is_lazy = false;
+        let (new_asid, need_flush);
+        if prev == next {
+            let Some(mm) = next else { return };
+            // Same mm: a flush is needed only if we were lazy and fell behind (tlb_gen catch-up).
+            if !was_lazy {
+                return;
+            }
+            let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+            if self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen == self.mm(mm).tlb_gen {
+                return;
+            }
+            new_asid = asid;
+            need_flush = true;
+        } else {
+            if self.p.mm_cpumask_trim_ns == 0 {
+                // Before 6.14: stop receiving flush IPIs for prev now.
+                if let Some(p) = prev.and_then(|p| self.mms[p.0 as usize].as_mut()) {
+                    p.cpumask.clear(cpu);
+                }
+            }
+            let Some(mm) = next else {
+                // init_mm: kernel mappings only (global entries, not modelled).
+                self.cpus[ci].tlbstate.loaded_mm = None;
+                return;
+            };
+            self.mm_mut(mm).cpumask.set(cpu);
+            let mm_gen_now = self.mm(mm).tlb_gen;
+            (new_asid, need_flush) = self.choose_new_asid(cpu, mm, mm_gen_now);
+        }
+        let mm = next.expect("next is an mm here");
+        let (ctx_id, mm_gen_now) = (self.mm(mm).ctx_id, self.mm(mm).tlb_gen);
+        let st = &mut self.cpus[ci].tlbstate;
+        st.loaded_mm = Some(mm);
+        st.loaded_mm_asid = new_asid;
+        if need_flush {
+            st.ctxs[new_asid as usize] = TlbContext { ctx_id, tlb_gen: mm_gen_now };
+            self.local_flush_asid(cpu, new_asid);
+            self.charge_sys(cpu, self.p.flush_full_ns);
+        }
+        self.trace_tlb_flush(cpu, FlushReason::OnTaskSwitch);
+    }
+
+    /// `enter_lazy_tlb()`: a kernel thread or idle borrows the loaded mm.
+    pub fn enter_lazy_tlb(&mut self, cpu: CpuId) {
+        let st = &mut self.cpus[cpu.0 as usize].tlbstate;
+        if st.loaded_mm.is_none() {
+            return;
+        }
+        if self.p.lazy_tlb {
+            st.is_lazy = true;
+        } else {
+            self.switch_mm_irqs_off(cpu, None);
+        }
+    }
+
+    /// `arch_tlbbatch_flush()`: one full flush on every CPU of a reclaim/migration batch, with
+    /// mm = NULL and no generation (used by try_to_unmap_flush()).
+    pub fn arch_tlbbatch_flush(&mut self, cpu: CpuId, mask: &crate::sim::CpuMask) {
+        let info = FlushInfo { mm: None, start: 0, end: FLUSH_ALL, stride_shift: PAGE_SHIFT, new_tlb_gen: None, initiating_cpu: cpu, freed_tables: false, trim_cpumask: false };
+        if mask.any_but(cpu) {
+            self.flush_tlb_multi(cpu, mask, &info);
+        } else if mask.test(cpu) {
+            self.flush_tlb_func(cpu, &info);
+        }
+    }
+}

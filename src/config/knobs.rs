@@ -1,0 +1,148 @@
+//! Every scenario knob, declared once: key, type and range, kernel default, unit, description and source.
+//!
+//! This one table feeds the scenario parser, `--set`, `mmsim knobs` (the `--help` reference) and
+//! docs/knobs.md. Units go last in names (`ipi_deliver_ns`). Cost parameters carry the source of
+//! their value; every cost is the same for BEFORE and AFTER runs of an experiment, because nothing
+//! but a scenario file or `--set` can change it.
+
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Int { min: i64, max: i64 },
+    Float { min: f64, max: f64 },
+    Bool,
+    Enum(&'static [&'static str]),
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Knob {
+    pub key: &'static str,
+    pub kind: Kind,
+    /// The default, written as it would be in TOML.
+    pub default: &'static str,
+    pub unit: &'static str,
+    pub doc: &'static str,
+    /// Where the default comes from (kernel source, datasheet, paper, or our own measurement).
+    pub source: &'static str,
+}
+
+const fn int(min: i64, max: i64) -> Kind {
+    Kind::Int { min, max }
+}
+const fn float(min: f64, max: f64) -> Kind {
+    Kind::Float { min, max }
+}
+
+pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.12", "linux-6.18"];
+pub const PATTERNS: &[&str] = &["uniform", "normal", "sequential"];
+pub const WORKLOADS: &[&str] = &["ops", "synthetic"];
+
+macro_rules! knob {
+    ($key:literal, $kind:expr, $default:literal, $unit:literal, $doc:literal, $source:literal) => {
+        Knob { key: $key, kind: $kind, default: $default, unit: $unit, doc: $doc, source: $source }
+    };
+}
+
+pub static KNOBS: &[Knob] = &[
+    // ---- run ----
+    knob!("run.seed", int(0, i64::MAX), "1", "", "Seed of the simulator's PRNG; printed with every result.", "-"),
+    knob!("run.max_sim_ms", int(1, 1 << 40), "60000", "ms", "Stop the run when simulated time passes this (a liveness bound).", "-"),
+    // ---- machine ----
+    knob!("machine.cpus", int(1, 4096), "2", "", "Online CPUs.", "-"),
+    knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs are split evenly, and each socket has machine.nodes/machine.sockets nodes.", "-"),
+    knob!("machine.nodes", int(1, 64), "1", "", "NUMA nodes with CPUs (CPUs are split evenly over them).", "-"),
+    knob!("machine.mem_per_node_mib", int(1, 1 << 24), "1024", "MiB", "Memory on each node with CPUs.", "-"),
+    knob!("machine.cpuless_nodes", int(0, 64), "0", "", "Memory-only nodes (CXL, PMEM) without CPUs.", "-"),
+    knob!("machine.cpuless_mem_mib", int(0, 1 << 24), "0", "MiB", "Memory on each memory-only node.", "-"),
+    knob!("machine.local_latency_ns", float(1.0, 1e6), "90", "ns", "Load latency to memory on the CPU's own node.", "Intel MLC idle latency on Skylake-SP/Ice Lake servers: 80-100 ns"),
+    knob!("machine.remote_latency_ns", float(1.0, 1e6), "140", "ns", "Load latency to another node with CPUs.", "Intel MLC on 2-socket Xeon: 130-150 ns"),
+    knob!("machine.cpuless_latency_ns", float(1.0, 1e6), "250", "ns", "Load latency to a memory-only (CXL) node.", "CXL type-3 expanders: 170-250 ns (Sun et al., MICRO'23)"),
+    knob!("machine.local_bandwidth_gbps", float(0.1, 1e4), "20", "GB/s", "Per-node memory bandwidth available to page copies and clears.", "single-thread memcpy on DDR4/DDR5 servers: 10-25 GB/s"),
+    knob!("machine.remote_bandwidth_gbps", float(0.1, 1e4), "12", "GB/s", "Bandwidth of a page copy across nodes.", "UPI/Infinity Fabric single-stream copy"),
+    knob!("machine.tlb.l1d_4k_entries", int(1, 1 << 16), "64", "", "L1 dTLB entries for 4 KiB pages.", "Intel Skylake..Ice Lake: 64, 4-way; AMD Zen 2/3: 64 fully assoc."),
+    knob!("machine.tlb.l1d_4k_ways", int(1, 1 << 16), "4", "", "L1 dTLB associativity (4 KiB).", "Intel SDM / optimisation manual"),
+    knob!("machine.tlb.l1d_2m_entries", int(1, 1 << 16), "32", "", "L1 dTLB entries for 2 MiB pages.", "Intel Skylake: 32, 4-way"),
+    knob!("machine.tlb.l1d_2m_ways", int(1, 1 << 16), "4", "", "L1 dTLB associativity (2 MiB).", "Intel Skylake"),
+    knob!("machine.tlb.l1i_4k_entries", int(1, 1 << 16), "128", "", "L1 iTLB entries for 4 KiB pages.", "Intel Skylake: 128, 8-way"),
+    knob!("machine.tlb.l1i_4k_ways", int(1, 1 << 16), "8", "", "L1 iTLB associativity (4 KiB).", "Intel Skylake"),
+    knob!("machine.tlb.l1i_2m_entries", int(1, 1 << 16), "8", "", "L1 iTLB entries for 2 MiB pages.", "Intel Skylake: 8, fully assoc."),
+    knob!("machine.tlb.l1i_2m_ways", int(1, 1 << 16), "8", "", "L1 iTLB associativity (2 MiB).", "Intel Skylake"),
+    knob!("machine.tlb.stlb_entries", int(1, 1 << 20), "1536", "", "Shared second-level TLB entries (4 KiB and 2 MiB).", "Intel Skylake: 1536, 12-way"),
+    knob!("machine.tlb.stlb_ways", int(1, 1 << 16), "12", "", "STLB associativity.", "Intel Skylake"),
+    knob!("machine.tlb.pcid", Kind::Bool, "true", "", "PCID/ASID tagging: with it a CR3 switch keeps other address spaces' entries.", "X86_FEATURE_PCID, used by Linux since 4.14"),
+    // ---- kernel ----
+    knob!("kernel.preset", Kind::Enum(PRESETS), "\"linux-6.18\"", "", "Kernel version whose behaviour and defaults are modelled; per-mechanism switches below override it.", "-"),
+    knob!("kernel.tlb_single_page_flush_ceiling", int(0, 1 << 20), "33", "pages", "Above this many pages flush_tlb_mm_range() does a full flush instead of INVLPG per page.", "arch/x86/mm/tlb.c (debugfs x86/tlb_single_page_flush_ceiling)"),
+    knob!("kernel.lazy_tlb", Kind::Bool, "true", "", "Idle and kernel threads borrow the previous mm (lazy TLB) and are skipped by shootdowns.", "arch/x86/mm/tlb.c enter_lazy_tlb(), should_flush_tlb()"),
+    knob!("kernel.mm_cpumask_trim_ms", int(0, 1 << 30), "-1", "ms", "Lazy mm_cpumask: CPUs stay in the mask after switching away and are trimmed by at most one flush IPI per this interval; 0 clears the bit at switch_mm (before 6.12); -1 takes the preset's value.", "arch/x86/mm/tlb.c should_trim_cpumask() (6.12+: HZ)"),
+    knob!("kernel.pt_reclaim", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "CONFIG_PT_RECLAIM: MADV_DONTNEED frees PTE tables it emptied whole (freed_tables, so lazy CPUs are IPI'd); auto = the preset's (6.14+).", "mm/pt_reclaim.c, zap_details.reclaim_pt"),
+    knob!("kernel.hz", int(10, 10000), "250", "Hz", "Scheduler tick rate (CONFIG_HZ); the time slice is one tick for tasks sharing a CPU.", "CONFIG_HZ_250 (Debian/Ubuntu default)"),
+    knob!("kernel.mmu_gather_batch_pages", int(1, 1 << 24), "9678", "pages", "Pages an mmu_gather collects before it must flush and free mid-unmap (MAX_GATHER_BATCH_COUNT * MAX_GATHER_BATCH).", "mm/mmu_gather.c: MMU_GATHER_BUNDLE 7 + 19 batches x 509 = 9678 pages (MAX_GATHER_BATCH_COUNT = 10000/510)"),
+    // ---- cost model ----
+    knob!("cost.access_ns", float(0.0, 1e6), "1", "ns", "A user load/store whose translation hits the L1 TLB (cache misses are not modelled; this is the TLB-hit baseline).", "L1D hit 4-5 cycles at ~3-4 GHz"),
+    knob!("cost.stlb_hit_ns", float(0.0, 1e6), "3", "ns", "Extra latency when the L1 TLB misses and the STLB hits.", "Intel optimisation manual: STLB hit ~7-9 cycles"),
+    knob!("cost.walk_base_ns", float(0.0, 1e6), "10", "ns", "Page walk with the upper levels in the paging-structure caches, excluding the leaf PTE load.", "Bhattacharjee & Martonosi; PWC hits ~3 x 5 cycles"),
+    knob!("cost.walk_pte_miss_fraction", float(0.0, 1.0), "0.25", "", "Fraction of the leaf-PTE load that goes to memory (the rest hits the cache); the walk pays this times the latency of the node holding the PTE page.", "Barr et al. ISCA'10: most leaf PTE loads hit L2/LLC"),
+    knob!("cost.syscall_ns", float(0.0, 1e9), "100", "ns", "Syscall entry+exit.", "lmbench null syscall ~50-100 ns with mitigations"),
+    knob!("cost.fault_ns", float(0.0, 1e9), "500", "ns", "Page-fault entry, handle_mm_fault bookkeeping and exit, excluding page clear/copy/IO.", "perf of minor faults: 0.5-1 us per fault"),
+    knob!("cost.pte_update_ns", float(0.0, 1e9), "10", "ns", "Changing one PTE in a kernel loop (zap, mprotect, fork copy), with its rmap/refcount bookkeeping.", "zap_pte_range/change_pte_range throughput ~100M PTEs/s"),
+    knob!("cost.page_alloc_ns", float(0.0, 1e9), "150", "ns", "Allocating or freeing one order-0 page through the pcp lists.", "page_alloc microbenchmarks: 100-200 ns per page"),
+    knob!("cost.clear_page_bytes_per_ns", float(0.01, 1e4), "20", "B/ns", "clear_page speed (4096 B / this = ns per page clear).", "rep stosb ~20 GB/s"),
+    knob!("cost.copy_page_bytes_per_ns", float(0.01, 1e4), "10", "B/ns", "copy_page speed within a node (COW, migration).", "rep movsb ~10 GB/s"),
+    knob!("cost.vma_op_ns", float(0.0, 1e9), "500", "ns", "mmap/munmap/mprotect VMA-tree work (find, split, merge, insert) per syscall.", "lmbench mmap latency minus page work"),
+    knob!("cost.fork_ns", float(0.0, 1e10), "30000", "ns", "fork()/clone of a process, excluding per-PTE copy work.", "lmbench fork ~30-100 us (mostly exec-less)"),
+    knob!("cost.exit_ns", float(0.0, 1e10), "10000", "ns", "exit() of a process, excluding the unmap of its memory.", "lmbench"),
+    knob!("cost.context_switch_ns", float(0.0, 1e9), "1000", "ns", "A context switch, excluding any TLB flush it triggers.", "lmbench lat_ctx 2p/0K: ~1-2 us"),
+    knob!("cost.invlpg_ns", float(0.0, 1e9), "100", "ns", "One INVLPG (single-page invalidation).", "arch/x86/mm/tlb.c comment: 'Each single flush is about 100 ns'"),
+    knob!("cost.flush_full_ns", float(0.0, 1e9), "200", "ns", "A full local TLB flush (CR3 write or INVPCID); refills are charged separately as misses.", "CR3 write ~ 100-300 cycles"),
+    knob!("cost.ipi_send_ns", float(0.0, 1e9), "300", "ns", "Sending one IPI (x2APIC ICR write; includes smp_call_function bookkeeping per target).", "Amit et al., 'Don't shoot down TLB shootdowns!' EuroSys'20"),
+    knob!("cost.ipi_deliver_ns", float(0.0, 1e9), "1000", "ns", "Latency from send to the target's interrupt entry.", "Amit et al. EuroSys'20: shootdown round trip 2-5 us"),
+    knob!("cost.ipi_handle_ns", float(0.0, 1e9), "700", "ns", "Interrupt entry/exit and flush_tlb_func() bookkeeping on the target, excluding the flush itself.", "Amit et al. EuroSys'20"),
+    knob!("cost.block_read_4k_ns", float(0.0, 1e10), "20000", "ns", "Reading one 4 KiB page from the backing device on a page-cache miss.", "NVMe SSD 4 KiB random read ~ 10-100 us"),
+    knob!("cost.block_write_4k_ns", float(0.0, 1e10), "20000", "ns", "Writing one 4 KiB page back (pageout) to the backing device.", "NVMe SSD 4 KiB write"),
+    // ---- workload ----
+    knob!("workload.kind", Kind::Enum(WORKLOADS), "\"ops\"", "", "'ops': per-thread op programs from [[workload.thread]]; 'synthetic': the access generator below.", "-"),
+    knob!("workload.processes", int(1, 1 << 16), "1", "", "Synthetic: processes.", "-"),
+    knob!("workload.threads", int(1, 1 << 16), "1", "", "Synthetic: threads per process.", "-"),
+    knob!("workload.working_set_mib", float(0.004, 16777216.0), "64", "MiB", "Synthetic: anonymous region each process maps and touches (fractions allowed: 0.125 = 32 pages).", "pmbench -s"),
+    knob!("workload.pattern", Kind::Enum(PATTERNS), "\"uniform\"", "", "Synthetic: which page each access picks.", "pmbench -p"),
+    knob!("workload.sigma_pages", float(0.0, 1e12), "1024", "pages", "Synthetic, normal pattern: standard deviation around the middle of the set.", "pmbench -e"),
+    knob!("workload.read_pct", int(0, 100), "80", "%", "Synthetic: share of accesses that are loads.", "pmbench -r"),
+    knob!("workload.text_pages", int(0, 1 << 24), "16", "pages", "Synthetic: instruction footprint; instruction fetches walk it for the iTLB.", "-"),
+    knob!("workload.fetches_per_access", float(0.0, 1e3), "0.25", "", "Synthetic: instruction-page fetches (iTLB lookups) per data access.", "-"),
+    knob!("workload.accesses_per_thread", int(1, 1 << 50), "1000000", "", "Synthetic: length of each thread's stream.", "-"),
+];
+
+pub fn find(key: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.key == key)
+}
+
+/// Keys of the per-thread tables of an `ops` workload (`[[workload.thread]]`).
+pub const THREAD_KEYS: &[(&str, &str)] = &[
+    ("process", "Process this thread belongs to (0-based; threads of one process share its mm)."),
+    ("cpu", "Pin the thread to this CPU (sched_setaffinity); unpinned threads may migrate."),
+    ("ops", "The thread's op program (see docs/ops.md)."),
+];
+
+/// The knob reference printed by `mmsim knobs` (plain or Markdown).
+pub fn reference(markdown: bool) -> String {
+    let mut s = String::new();
+    if markdown {
+        s.push_str("# Scenario knobs\n\nGenerated by `mmsim knobs --markdown` from src/config/knobs.rs.\n\n| key | default | unit | description | source |\n|---|---|---|---|---|\n");
+        for k in KNOBS {
+            s.push_str(&format!("| `{}` | `{}` | {} | {} | {} |\n", k.key, k.default, k.unit, k.doc, k.source));
+        }
+        s.push_str("\nPer-thread keys of `[[workload.thread]]`:\n\n");
+        for (k, d) in THREAD_KEYS {
+            s.push_str(&format!("- `{k}`: {d}\n"));
+        }
+    } else {
+        for k in KNOBS {
+            let unit = if k.unit.is_empty() { String::new() } else { format!(" [{}]", k.unit) };
+            s.push_str(&format!("{} = {}{}\n    {}\n", k.key, k.default, unit, k.doc));
+            if k.source != "-" {
+                s.push_str(&format!("    source: {}\n", k.source));
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,37 @@
+//! Kernel presets named after versions: which behaviour of the modelled paths each version has.
+//!
+//! A preset only selects behaviour that differs between versions; every cost parameter is
+//! independent of the preset.
+
+/// Parse "linux-X.Y" into (X, Y).
+pub fn version(preset: &str) -> (u32, u32) {
+    let v = preset.trim_start_matches("linux-");
+    let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// x86 lazy mm_cpumask (commits "x86/mm/tlb: Update mm_cpumask lazily" and "Only trim the
+/// mm_cpumask once a second", Rik van Riel, merged for 6.14): CPUs stay in mm_cpumask after
+/// switching away and are trimmed by a flush IPI at most once per second. Before: cleared at
+/// switch_mm_irqs_off().
+pub fn mm_cpumask_trim_ms(preset: &str) -> u64 {
+    if version(preset) >= (6, 14) { 1000 } else { 0 }
+}
+
+/// PCID is used for user address spaces since 4.14 (commit 10af6235e0d3 "x86/mm: Implement PCID
+/// based optimization: try to preserve old TLB entries using PCID").
+pub fn uses_pcid(preset: &str) -> bool {
+    version(preset) >= (4, 14)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn versions_compare() {
+        assert_eq!(version("linux-6.18"), (6, 18));
+        assert!(version("linux-4.3") < version("linux-4.14"));
+        assert_eq!(mm_cpumask_trim_ms("linux-6.1"), 0);
+        assert_eq!(mm_cpumask_trim_ms("linux-6.18"), 1000);
+    }
+}

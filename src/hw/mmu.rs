@@ -1,0 +1,118 @@
+//! The MMU: a user access looks the TLB up, walks the page table on a miss, sets the accessed and
+//! dirty bits, and raises a page fault when the PTE does not allow the access.
+//!
+//! x86 rules kept: a write through a cached entry whose dirty bit is clear re-walks the page table
+//! to set the PTE's dirty bit and faults if the PTE is no longer present and writable (the
+//! guarantee seed 002's safety argument relies on); a write through a read-only entry faults; a
+//! page fault invalidates the faulting address's entry on that CPU.
+//! Walk cost: `cost.walk_base_ns` plus `cost.walk_pte_miss_fraction` of the latency from the
+//! CPU's node to the node holding the PTE page.
+
+use crate::hw::tlb::{Level, F_DIRTY, F_WRITE};
+use crate::mm::memory::FaultError;
+use crate::mm::pgtable::Pte;
+use crate::sim::Sim;
+use crate::types::*;
+
+impl Sim {
+    /// One user load, store or instruction fetch at `vpn` by the task running on `cpu`.
+    #[inline(always)]
+    pub fn access(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        let ci = cpu.0 as usize;
+        if !instr {
+            let c = &mut self.cpus[ci];
+            if write { c.stats.dtlb_stores += 1 } else { c.stats.dtlb_loads += 1 }
+            let asid = c.tlbstate.loaded_mm_asid;
+            if c.tlb.hit_l1d(asid, vpn, write) {
+                let ns = self.p.hit_l1_ns;
+                c.clock += ns;
+                c.stats.user_ns += ns;
+                return Ok(());
+            }
+        }
+        self.access_slow(cpu, mm, vpn, write, instr)
+    }
+
+    /// Everything but an L1 hit: STLB, dirty-bit re-walk, page walk, fault.
+    #[inline(never)]
+    fn access_slow(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        let ci = cpu.0 as usize;
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        if let Some((e, level, huge)) = self.cpus[ci].tlb.lookup(asid, vpn, instr) {
+            let cost = if level == Level::Stlb { self.p.hit_stlb_ns } else { self.p.hit_l1_ns };
+            if !write || e.flags & (F_WRITE | F_DIRTY) == F_WRITE | F_DIRTY {
+                self.charge_user_ns(cpu, cost);
+                return Ok(());
+            }
+            let cost = cost as f64;
+            if e.flags & F_WRITE != 0 {
+                // Clean writable entry: the hardware re-walks to set the dirty bit.
+                let pte = self.mm(mm).pgtable.get(vpn);
+                if pte.present() && pte.write() {
+                    self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::DIRTY | Pte::ACCESSED, 0));
+                    self.cpus[ci].tlb.set_dirty(asid, vpn, huge);
+                    self.charge_user(cpu, cost + self.walk_cost(cpu, mm, vpn));
+                    return Ok(());
+                }
+            }
+            // #PF: the faulting translation is dropped from this CPU's TLB.
+            self.cpus[ci].tlb.flush_one(asid, vpn);
+            self.charge_user(cpu, cost);
+        }
+        self.tlb_miss(cpu, mm, vpn, write, instr)
+    }
+
+    fn walk_cost(&self, cpu: CpuId, mm: MmId, vpn: u64) -> f64 {
+        let lat = match self.mm(mm).pgtable.pte_table(vpn) {
+            Some(t) => {
+                let node = self.frames[t.pfn.0 as usize].node as usize;
+                self.node_latency[self.cpu_node(cpu).0 as usize][node]
+            }
+            None => self.p.local_latency_ns,
+        };
+        self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat
+    }
+
+    /// STLB miss: walk, fill, or fault and retry.
+    #[cold]
+    fn tlb_miss(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        let ci = cpu.0 as usize;
+        {
+            let st = &mut self.cpus[ci].stats;
+            if instr {
+                st.itlb_misses += 1;
+            } else if write {
+                st.dtlb_store_misses += 1;
+            } else {
+                st.dtlb_load_misses += 1;
+            }
+        }
+        // At most: a not-present fault, then a write-protect fault, then success.
+        for _ in 0..4 {
+            self.cpus[ci].stats.page_walks += 1;
+            let walk = self.walk_cost(cpu, mm, vpn) + self.p.access_ns;
+            self.charge_user(cpu, walk);
+            let pte = self.mm(mm).pgtable.get(vpn);
+            if pte.present() && (!write || pte.write()) {
+                let mut set = Pte::ACCESSED;
+                if write {
+                    set |= Pte::DIRTY;
+                }
+                let pte = pte.with(set, 0);
+                self.mm_mut(mm).pgtable.set(vpn, pte);
+                let mut flags = 0;
+                if pte.write() {
+                    flags |= F_WRITE;
+                }
+                if pte.dirty() {
+                    flags |= F_DIRTY;
+                }
+                let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+                self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
+                return Ok(());
+            }
+            self.handle_mm_fault(cpu, mm, vpn, write, instr)?;
+        }
+        panic!("simulator bug: fault at {} did not resolve", Vpn(vpn).addr())
+    }
+}

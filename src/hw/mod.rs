@@ -1,0 +1,3 @@
+//! The simulated hardware: TLBs, CPUs, nodes and interrupt delivery costs.
+pub mod tlb;
+pub mod mmu;

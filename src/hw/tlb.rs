@@ -1,0 +1,315 @@
+//! Per-CPU hardware TLBs: set-associative, true LRU, tagged by ASID (PCID), caching the PTE's
+//! write and dirty bits.
+//!
+//! | field          | meaning                                   | who changes it                        |
+//! |----------------|-------------------------------------------|---------------------------------------|
+//! | `tag`          | asid << 40 \| page number (4K or 2M)      | fill on walk; INVALID on invalidation |
+//! | `pfn`          | frame the entry translates to             | fill                                  |
+//! | `flags` W      | PTE was writable when filled              | fill; a write re-walk may set it      |
+//! | `flags` D      | PTE was dirty when filled (or set by us)  | fill; first write through the entry   |
+//!
+//! What must hold: an entry is only ever created from a present PTE by a walk ([`crate::mm`]'s
+//! page tables); it may outlive that PTE until a flush reaches this CPU. That window is exactly
+//! what the kernel's flush policy decides, and what `mmsim check` inspects.
+//!
+//! Departure from hardware: lookups probe the 4 KiB and 2 MiB L1 arrays in turn rather than in
+//! parallel, and the STLB is one shared array with the page size in the tag (as on Skylake).
+
+use crate::types::Pfn;
+
+pub const INVALID: u64 = u64::MAX;
+pub const F_WRITE: u8 = 1;
+pub const F_DIRTY: u8 = 2;
+const HUGE_BIT: u64 = 1 << 39;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlbEntry {
+    pub tag: u64,
+    pub pfn: Pfn,
+    pub flags: u8,
+}
+
+impl TlbEntry {
+    const EMPTY: TlbEntry = TlbEntry { tag: INVALID, pfn: Pfn(0), flags: 0 };
+}
+
+/// Tag of a 4 KiB translation.
+#[inline]
+pub fn tag_4k(asid: u16, vpn: u64) -> u64 {
+    ((asid as u64) << 40) | (vpn & ((1 << 39) - 1))
+}
+
+/// Tag of a 2 MiB translation (vpn of its first 4 KiB page).
+#[inline]
+pub fn tag_2m(asid: u16, vpn: u64) -> u64 {
+    ((asid as u64) << 40) | HUGE_BIT | ((vpn >> 9) & ((1 << 30) - 1))
+}
+
+#[inline]
+pub fn tag_asid(tag: u64) -> u16 {
+    (tag >> 40) as u16
+}
+
+/// Make way `i` the MRU way (shifting the more recent ones down), without a memmove call.
+#[inline(always)]
+fn move_to_front(set: &mut [TlbEntry], i: usize) {
+    let e = set[i];
+    let mut j = i;
+    while j > 0 {
+        set[j] = set[j - 1];
+        j -= 1;
+    }
+    set[0] = e;
+}
+
+/// One set-associative array with true LRU: each set is kept in recency order (MRU first).
+#[derive(Clone, Debug)]
+pub struct SetAssoc {
+    entries: Vec<TlbEntry>,
+    ways: usize,
+    set_mask: u64,
+}
+
+impl SetAssoc {
+    /// `entries` must be a multiple of `ways` and the set count a power of two
+    /// (a non-power-of-two set count is rounded down, as no real TLB has one).
+    pub fn new(entries: usize, ways: usize) -> Self {
+        let ways = ways.clamp(1, entries.max(1));
+        let sets = (entries / ways).max(1);
+        let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
+        SetAssoc { entries: vec![TlbEntry::EMPTY; sets * ways], ways, set_mask: sets as u64 - 1 }
+    }
+
+    #[inline]
+    fn set(&self, tag: u64) -> usize {
+        // Index by the low page-number bits, as hardware does.
+        ((tag & self.set_mask) as usize) * self.ways
+    }
+
+    /// Look up and, on a hit, make the entry MRU. Returns the entry.
+    #[inline]
+    pub fn lookup(&mut self, tag: u64) -> Option<&mut TlbEntry> {
+        let base = self.set(tag);
+        let set = &mut self.entries[base..base + self.ways];
+        if set[0].tag == tag {
+            return Some(&mut set[0]);
+        }
+        let i = set.iter().position(|e| e.tag == tag)?;
+        move_to_front(set, i);
+        Some(&mut set[0])
+    }
+
+    /// Insert as MRU, evicting the LRU way. Returns the evicted valid entry, if any.
+    #[inline]
+    pub fn insert(&mut self, e: TlbEntry) -> Option<TlbEntry> {
+        let base = self.set(e.tag);
+        let set = &mut self.entries[base..base + self.ways];
+        // Replace an existing copy of the tag rather than duplicating it.
+        let i = set.iter().position(|x| x.tag == e.tag).unwrap_or(self.ways - 1);
+        let old = set[i];
+        move_to_front(set, i);
+        set[0] = e;
+        (old.tag != INVALID && old.tag != e.tag).then_some(old)
+    }
+
+    pub fn invalidate(&mut self, tag: u64) -> bool {
+        let base = self.set(tag);
+        let mut hit = false;
+        for e in &mut self.entries[base..base + self.ways] {
+            if e.tag == tag {
+                e.tag = INVALID;
+                hit = true;
+            }
+        }
+        hit
+    }
+
+    pub fn invalidate_where(&mut self, mut f: impl FnMut(&TlbEntry) -> bool) -> usize {
+        let mut n = 0;
+        for e in &mut self.entries {
+            if e.tag != INVALID && f(e) {
+                e.tag = INVALID;
+                n += 1;
+            }
+        }
+        n
+    }
+
+    pub fn iter_valid(&self) -> impl Iterator<Item = &TlbEntry> {
+        self.entries.iter().filter(|e| e.tag != INVALID)
+    }
+}
+
+/// Geometry of one CPU's TLBs (from `machine.tlb.*`).
+#[derive(Clone, Copy, Debug)]
+pub struct TlbGeometry {
+    pub l1d_4k: (usize, usize),
+    pub l1d_2m: (usize, usize),
+    pub l1i_4k: (usize, usize),
+    pub l1i_2m: (usize, usize),
+    pub stlb: (usize, usize),
+}
+
+/// Where a lookup was served from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    L1,
+    Stlb,
+}
+
+/// All TLBs of one CPU.
+#[derive(Clone, Debug)]
+pub struct CpuTlb {
+    pub l1d_4k: SetAssoc,
+    pub l1d_2m: SetAssoc,
+    pub l1i_4k: SetAssoc,
+    pub l1i_2m: SetAssoc,
+    pub stlb: SetAssoc,
+}
+
+impl CpuTlb {
+    pub fn new(g: &TlbGeometry) -> Self {
+        CpuTlb {
+            l1d_4k: SetAssoc::new(g.l1d_4k.0, g.l1d_4k.1),
+            l1d_2m: SetAssoc::new(g.l1d_2m.0, g.l1d_2m.1),
+            l1i_4k: SetAssoc::new(g.l1i_4k.0, g.l1i_4k.1),
+            l1i_2m: SetAssoc::new(g.l1i_2m.0, g.l1i_2m.1),
+            stlb: SetAssoc::new(g.stlb.0, g.stlb.1),
+        }
+    }
+
+    /// The fast path of a data access: an L1 4 KiB hit that needs no dirty-bit update.
+    /// Updates LRU like [`CpuTlb::lookup`]; on false the caller takes the full path.
+    #[inline(always)]
+    pub fn hit_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> bool {
+        let tag = tag_4k(asid, vpn);
+        let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        match self.l1d_4k.lookup(tag) {
+            Some(e) => e.flags & need == need,
+            None => false,
+        }
+    }
+
+    /// Look a translation up (data or instruction side). On an STLB hit the L1 is refilled.
+    #[inline]
+    pub fn lookup(&mut self, asid: u16, vpn: u64, instr: bool) -> Option<(TlbEntry, Level, bool)> {
+        let t4 = tag_4k(asid, vpn);
+        let t2 = tag_2m(asid, vpn);
+        let (l1_4k, l1_2m) = if instr { (&mut self.l1i_4k, &mut self.l1i_2m) } else { (&mut self.l1d_4k, &mut self.l1d_2m) };
+        if let Some(e) = l1_4k.lookup(t4) {
+            return Some((*e, Level::L1, false));
+        }
+        if let Some(e) = l1_2m.lookup(t2) {
+            return Some((*e, Level::L1, true));
+        }
+        if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
+            l1_4k.insert(e);
+            return Some((e, Level::Stlb, false));
+        }
+        if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
+            l1_2m.insert(e);
+            return Some((e, Level::Stlb, true));
+        }
+        None
+    }
+
+    /// Fill after a page walk: L1 and STLB.
+    pub fn fill(&mut self, asid: u16, vpn: u64, huge: bool, pfn: Pfn, flags: u8, instr: bool) {
+        let tag = if huge { tag_2m(asid, vpn) } else { tag_4k(asid, vpn) };
+        let e = TlbEntry { tag, pfn, flags };
+        let l1 = match (instr, huge) {
+            (false, false) => &mut self.l1d_4k,
+            (false, true) => &mut self.l1d_2m,
+            (true, false) => &mut self.l1i_4k,
+            (true, true) => &mut self.l1i_2m,
+        };
+        l1.insert(e);
+        self.stlb.insert(e);
+    }
+
+    /// Set the cached dirty bit after the hardware re-walk that set the PTE's dirty bit.
+    pub fn set_dirty(&mut self, asid: u16, vpn: u64, huge: bool) {
+        let tag = if huge { tag_2m(asid, vpn) } else { tag_4k(asid, vpn) };
+        for a in self.arrays_mut() {
+            if let Some(e) = a.lookup(tag) {
+                e.flags |= F_DIRTY | F_WRITE;
+            }
+        }
+    }
+
+    fn arrays_mut(&mut self) -> [&mut SetAssoc; 5] {
+        [&mut self.l1d_4k, &mut self.l1d_2m, &mut self.l1i_4k, &mut self.l1i_2m, &mut self.stlb]
+    }
+
+    /// INVLPG: drop the translation of one page (4 KiB or the 2 MiB page containing it).
+    pub fn flush_one(&mut self, asid: u16, vpn: u64) {
+        let (t4, t2) = (tag_4k(asid, vpn), tag_2m(asid, vpn));
+        for a in self.arrays_mut() {
+            a.invalidate(t4);
+            a.invalidate(t2);
+        }
+    }
+
+    /// Drop every translation of one ASID (a CR3 write without NOFLUSH, or INVPCID single-context).
+    pub fn flush_asid(&mut self, asid: u16) -> usize {
+        self.arrays_mut().into_iter().map(|a| a.invalidate_where(|e| tag_asid(e.tag) == asid)).sum()
+    }
+
+    /// Drop everything (no global user entries are modelled).
+    pub fn flush_all(&mut self) -> usize {
+        self.arrays_mut().into_iter().map(|a| a.invalidate_where(|_| true)).sum()
+    }
+
+    /// Every valid entry (for checkers): (tag, entry).
+    pub fn entries(&self) -> impl Iterator<Item = &TlbEntry> {
+        self.l1d_4k
+            .iter_valid()
+            .chain(self.l1d_2m.iter_valid())
+            .chain(self.l1i_4k.iter_valid())
+            .chain(self.l1i_2m.iter_valid())
+            .chain(self.stlb.iter_valid())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_evicts_least_recent_way() {
+        let mut s = SetAssoc::new(4, 2); // 2 sets x 2 ways
+        let e = |t| TlbEntry { tag: t, pfn: Pfn(t as u32), flags: 0 };
+        s.insert(e(0));
+        s.insert(e(2)); // same set (even tags)
+        assert!(s.lookup(0).is_some()); // 0 is MRU now
+        let ev = s.insert(e(4));
+        assert_eq!(ev.map(|x| x.tag), Some(2));
+        assert!(s.lookup(2).is_none());
+        assert!(s.lookup(0).is_some() && s.lookup(4).is_some());
+    }
+
+    #[test]
+    fn flush_asid_keeps_other_address_spaces() {
+        let g = TlbGeometry { l1d_4k: (64, 4), l1d_2m: (32, 4), l1i_4k: (128, 8), l1i_2m: (8, 8), stlb: (1536, 12) };
+        let mut t = CpuTlb::new(&g);
+        t.fill(1, 100, false, Pfn(7), F_WRITE, false);
+        t.fill(2, 100, false, Pfn(8), F_WRITE, false);
+        t.flush_asid(1);
+        assert!(t.lookup(1, 100, false).is_none());
+        assert_eq!(t.lookup(2, 100, false).map(|x| x.0.pfn), Some(Pfn(8)));
+    }
+
+    #[test]
+    fn stlb_hit_refills_l1_and_huge_entries_cover_their_range() {
+        let g = TlbGeometry { l1d_4k: (4, 4), l1d_2m: (4, 4), l1i_4k: (4, 4), l1i_2m: (4, 4), stlb: (64, 4) };
+        let mut t = CpuTlb::new(&g);
+        for v in 0..8 {
+            t.fill(0, v, false, Pfn(v as u32), 0, false);
+        }
+        // vpn 0 fell out of the 4-entry L1 but is in the STLB.
+        assert_eq!(t.lookup(0, 0, false).map(|x| x.1), Some(Level::Stlb));
+        assert_eq!(t.lookup(0, 0, false).map(|x| x.1), Some(Level::L1));
+        t.fill(0, 512, true, Pfn(1000), 0, false);
+        assert_eq!(t.lookup(0, 512 + 77, false).map(|x| (x.0.pfn, x.2)), Some((Pfn(1000), true)));
+    }
+}

@@ -1,0 +1,3 @@
+//! kernel/: processes and scheduling.
+pub mod fork;
+pub mod sched;

@@ -1,0 +1,16 @@
+//! mmsim: a deterministic simulator of the Linux memory-management subsystem on many-core,
+//! multi-tier machines. See ARCHITECTURE.md for the codemap.
+pub mod arch;
+pub mod bench;
+pub mod config;
+pub mod engine;
+pub mod hw;
+pub mod kernel;
+pub mod mm;
+pub mod output;
+pub mod report;
+pub mod run;
+pub mod sim;
+pub mod types;
+pub mod validate;
+pub mod workload;

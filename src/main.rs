@@ -1,0 +1,152 @@
+//! The `mmsim` command line.
+//!
+//! Exit codes (one per failure class, as TigerBeetle's VOPR does):
+//! 0 success; 1 I/O or internal error; 2 usage or scenario error (names file:line:key);
+//! 3 invariant violation found; 4 liveness: the run hit run.max_sim_ms; 5 the host cannot be
+//! measured (validate); 6 validate ran but some case disagrees with the host.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use mmsim::config;
+use mmsim::report::Report;
+use mmsim::run::Outcome;
+use mmsim::sim::Sim;
+
+pub const EXIT_IO: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_LIVENESS: u8 = 4;
+pub const EXIT_HOST: u8 = 5;
+pub const EXIT_DISAGREE: u8 = 6;
+
+#[derive(Parser)]
+#[command(name = "mmsim", version, about = "A fast, deterministic simulator of Linux memory management and TLB flushing.",
+    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 4 time limit, 5 host cannot measure, 6 validate disagreement.")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a scenario and print /proc/interrupts, /proc/vmstat, /proc/meminfo and perf-stat output.
+    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts")]
+    Run {
+        /// Scenario file (TOML; see README "Writing a scenario" and `mmsim knobs`).
+        scenario: PathBuf,
+        /// Override any knob: --set machine.cpus=8 (repeatable; applied in order, after the file).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Also write the results as JSON to this file (written atomically).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+        /// Print only one section: interrupts, vmstat, meminfo, perf or summary.
+        #[arg(long, value_name = "SECTION")]
+        only: Option<String>,
+    },
+    /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
+    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 6 page counts).\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host")]
+    Validate {
+        /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow.
+        #[arg(long)]
+        op: Option<String>,
+        /// Pages per op (with --op).
+        #[arg(long)]
+        pages: Option<u32>,
+        /// Iterations measured (default: scaled to the page count).
+        #[arg(long)]
+        iters: Option<u32>,
+        /// Second thread: none, spin or sleep (with --op; default: all three).
+        #[arg(long)]
+        remote: Option<String>,
+        /// Host repetitions per case; the one with the fewest interrupts counts (noise only adds).
+        #[arg(long, default_value_t = 3)]
+        repeats: u32,
+        /// Only run the simulator side.
+        #[arg(long)]
+        sim_only: bool,
+        /// Write {"cases": [...]} as JSON (atomically).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Measure simulator speed against a speed-of-light loop.
+    Bench {
+        /// Accesses per stream.
+        #[arg(long, default_value_t = 20_000_000)]
+        accesses: u64,
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// List every scenario knob with its default, unit, description and source.
+    Knobs {
+        /// Print as a Markdown table (docs/knobs.md is generated this way).
+        #[arg(long)]
+        markdown: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
+        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
+        Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
+        Cmd::Knobs { markdown } => {
+            print!("{}", mmsim::config::knobs::reference(markdown));
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>) -> ExitCode {
+    let cfg = match config::load(&scenario, &set) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let Some(o) = &only {
+        if !["interrupts", "vmstat", "meminfo", "perf", "summary"].contains(&o.as_str()) {
+            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf or summary");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
+    let mut sim = match Sim::build(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let limit = sim.p.max_sim_ns;
+    let bar = indicatif::ProgressBar::new(limit / 1_000_000);
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} simulated {msg} ms").unwrap());
+    let outcome = sim.run(|ns| {
+        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
+        bar.tick();
+    });
+    bar.finish_and_clear();
+    let report = Report::from_sim(&sim, outcome);
+    let text = match only.as_deref() {
+        Some("interrupts") => report.proc_interrupts(),
+        Some("vmstat") => report.proc_vmstat(),
+        Some("meminfo") => report.proc_meminfo(),
+        Some("perf") => report.perf_stat(),
+        _ => report.human(),
+    };
+    print!("{text}");
+    if let Some(path) = json {
+        if let Err(e) = mmsim::output::write_json(&path, &report) {
+            eprintln!("mmsim: {}: {e}", path.display());
+            return ExitCode::from(EXIT_IO);
+        }
+    }
+    if outcome == Outcome::TimeLimit {
+        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit / 1_000_000);
+        return ExitCode::from(EXIT_LIVENESS);
+    }
+    ExitCode::SUCCESS
+}

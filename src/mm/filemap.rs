@@ -1,0 +1,60 @@
+//! The page cache (mm/filemap.c): `filemap_fault()` finds or reads a file page.
+//!
+//! Departure from Linux: no readahead (each missing page is one 4 KiB read), and files are
+//! sized when created by a workload (`mmap ... file NAME`), with contents that never change unless
+//! written through a mapping.
+
+use crate::mm::memory::FaultError;
+use crate::mm::vmstat::VmEvent;
+use crate::sim::{pg, File, Sim};
+use crate::types::*;
+
+impl Sim {
+    /// Find a file by name, creating it (or growing it) to at least `pages` pages.
+    pub fn file_get_or_create(&mut self, name: &str, pages: u64) -> FileId {
+        let id = match self.files.iter().position(|f| f.name == name) {
+            Some(i) => i,
+            None => {
+                self.files.push(File { name: name.to_string(), pages: Vec::new(), i_mmap: Vec::new() });
+                self.files.len() - 1
+            }
+        };
+        let f = &mut self.files[id];
+        if (f.pages.len() as u64) < pages {
+            f.pages.resize(pages as usize, None);
+        }
+        FileId(id as u32)
+    }
+
+    /// `filemap_fault()`: the page-cache frame for `pgoff`, read from the device on a miss
+    /// (a major fault). The page cache holds one reference.
+    pub fn filemap_fault(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Result<Pfn, FaultError> {
+        if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+            return Ok(pfn);
+        }
+        let node = self.cpu_node(cpu);
+        let pfn = self.alloc_page(node).ok_or(FaultError::Oom)?;
+        let f = self.frame_mut(pfn);
+        f.flags |= pg::FILE;
+        f.mapping = file.0;
+        f.index = pgoff;
+        let pages = &mut self.files[file.0 as usize].pages;
+        if pages.len() <= pgoff as usize {
+            pages.resize(pgoff as usize + 1, None);
+        }
+        pages[pgoff as usize] = Some(pfn);
+        self.vmstat.count(VmEvent::PGMAJFAULT);
+        self.vmstat.count(VmEvent::PGPGIN);
+        self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
+        Ok(pfn)
+    }
+
+    /// `__remove_mapping()`: drop a clean, unmapped page from the page cache. The page cache's
+    /// reference passes to the caller, who frees the frame.
+    pub fn remove_from_page_cache(&mut self, pfn: Pfn) {
+        let f = *self.frame(pfn);
+        debug_assert!(f.flags & pg::FILE != 0 && f.mapcount == 0);
+        self.files[f.mapping as usize].pages[f.index as usize] = None;
+        self.frame_mut(pfn).flags &= !pg::FILE;
+    }
+}

@@ -1,0 +1,68 @@
+//! madvise (mm/madvise.c, Linux 6.18).
+//!
+//! - MADV_DONTNEED: `madvise_dontneed_single_vma` → `zap_page_range_single` (one mmu_gather,
+//!   one flush at the end, page tables kept).
+//! - MADV_PAGEOUT: `madvise_cold_or_pageout_pte_range` isolates the folios mapped by this process
+//!   only (mapcount 1), one PMD's worth at a time, and hands each PMD's list to `reclaim_pages()`,
+//!   which runs `shrink_folio_list()` with TTU_BATCH_FLUSH. So pageout flushes once per 2 MiB
+//!   span walked, not once per call. Young bits are not cleared for pageout (only for
+//!   MADV_COLD), so the walk itself changes no PTE. Each PTE table's walk starts, under the PTE
+//!   lock, with `flush_tlb_batched_pending()`, which flushes the whole mm if the previous
+//!   reclaim left deferred flushes unacknowledged (it always does: see mm/rmap.rs).
+
+use crate::mm::mmu_gather::MmuGather;
+use crate::sim::{pg, Sim};
+use crate::types::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    DontNeed,
+    PageOut,
+}
+
+impl Sim {
+    pub fn do_madvise(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, advice: Advice) {
+        let end = start + pages;
+        match advice {
+            Advice::DontNeed => {
+                // zap_details { .reclaim_pt = true } under CONFIG_PT_RECLAIM (6.14+).
+                let mut tlb = MmuGather::new(mm, false);
+                let reclaim_pt = self.p.pt_reclaim;
+                self.unmap_vmas(cpu, &mut tlb, start, end, reclaim_pt);
+                self.tlb_finish_mmu(cpu, tlb);
+            }
+            Advice::PageOut => {
+                let tlb = MmuGather::new(mm, false);
+                // walk_page_range(): one pmd_entry callback per PMD-sized span with a PTE table.
+                let mut s = start;
+                while s < end {
+                    let e = ((s | 511) + 1).min(end);
+                    if self.mm(mm).pgtable.pte_table(s).is_none() {
+                        s = e;
+                        continue;
+                    }
+                    self.flush_tlb_batched_pending(cpu, mm);
+                    let mut list = Vec::new();
+                    let mut seen = 0u64;
+                    self.mm(mm).pgtable.for_each_mapped(s, e, |_, p| {
+                        if p.present() {
+                            list.push(p.pfn());
+                        }
+                        seen += 1;
+                    });
+                    // Only folios mapped by this process alone; never the zero page.
+                    list.retain(|&pfn| {
+                        let f = self.frame(pfn);
+                        f.flags & pg::ZERO == 0 && f.mapcount == 1
+                    });
+                    self.charge_sys(cpu, self.p.pte_update_ns * seen as f64);
+                    if !list.is_empty() {
+                        self.reclaim_pages(cpu, list);
+                    }
+                    s = e;
+                }
+                self.tlb_finish_mmu(cpu, tlb);
+            }
+        }
+    }
+}

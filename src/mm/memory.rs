@@ -1,0 +1,374 @@
+//! Page faults, zapping and page-table copying (mm/memory.c, Linux 6.18).
+//!
+//! Follows: `handle_mm_fault` → `handle_pte_fault` → `do_anonymous_page` / `do_fault`
+//! (`do_read_fault` with fault-around, `do_cow_fault`, `do_shared_fault`) / `do_wp_page`
+//! (`wp_page_reuse`, `wp_page_copy` with `ptep_clear_flush`); `unmap_vmas` → `zap_pte_range`
+//! with mmu_gather; `free_pgtables`; `copy_page_range` for fork.
+//! Left out: THP, swap entries, migration entries, userfaultfd, uprobes, KSM.
+
+use crate::mm::mmu_gather::MmuGather;
+use crate::mm::pgtable::Pte;
+use crate::mm::vmstat::VmEvent;
+use crate::sim::{pg, vm, Backing, Sim, Vma};
+use crate::types::*;
+
+/// Why a fault could not be resolved; both end the faulting task (SIGSEGV / OOM kill).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultError {
+    Segv(Box<String>),
+    Oom,
+}
+
+/// `fault_around_bytes` default (64 KiB): do_read_fault maps up to 16 cached neighbours.
+pub const FAULT_AROUND_PAGES: u64 = 16;
+
+impl Sim {
+    /// `pte_alloc()` and friends: page-table pages come from the faulting CPU's node.
+    pub fn pte_alloc(&mut self, cpu: CpuId, mm: MmId, vpn: u64) -> Result<(), FaultError> {
+        if self.mm(mm).pgtable.pte_table(vpn).is_some() {
+            return Ok(());
+        }
+        let node = self.cpu_node(cpu);
+        let mut oom = false;
+        let mut pfns = Vec::new();
+        // Allocate up to three table pages first (the closure cannot borrow self).
+        for _ in 0..3 {
+            match self.alloc_page(node) {
+                Some(p) => {
+                    self.frames[p.0 as usize].flags |= pg::PGTABLE;
+                    pfns.push(p)
+                }
+                None => oom = true,
+            }
+        }
+        if oom {
+            for p in pfns {
+                self.frames[p.0 as usize].flags &= !pg::PGTABLE;
+                self.put_page(p);
+            }
+            return Err(FaultError::Oom);
+        }
+        let mut it = pfns.clone().into_iter();
+        let used = self.mm_mut(mm).pgtable.alloc_path(vpn, || it.next().unwrap());
+        for p in it {
+            self.frames[p.0 as usize].flags &= !pg::PGTABLE;
+            self.put_page(p);
+        }
+        self.mm_mut(mm).nr_ptes += used as u64;
+        self.charge_sys(cpu, self.p.page_alloc_ns * used as f64);
+        Ok(())
+    }
+
+    fn vma_at(&self, mm: MmId, vpn: u64) -> Option<&Vma> {
+        crate::mm::mmap::find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn)
+    }
+
+    /// `anon_vma_prepare()`.
+    fn anon_vma_prepare(&mut self, mm: MmId, vma_start: u64) -> u32 {
+        if let Some(a) = self.mm(mm).vmas[&vma_start].anon_vma {
+            return a;
+        }
+        let id = self.anon_vmas.len() as u32;
+        self.anon_vmas.push(crate::sim::AnonVma { mms: vec![mm] });
+        self.mm_mut(mm).vmas.get_mut(&vma_start).unwrap().anon_vma = Some(id);
+        id
+    }
+
+    /// Allocate a frame for user data on the CPU's node, or OOM.
+    fn alloc_user_page(&mut self, cpu: CpuId) -> Result<Pfn, FaultError> {
+        let node = self.cpu_node(cpu);
+        let p = self.alloc_page(node).ok_or(FaultError::Oom)?;
+        self.charge_sys(cpu, self.p.page_alloc_ns);
+        Ok(p)
+    }
+
+    /// `folio_add_new_anon_rmap()` + set_pte_at.
+    fn map_new_anon(&mut self, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool) {
+        let av = self.anon_vma_prepare(mm, vma_start);
+        let f = self.frame_mut(pfn);
+        f.flags |= pg::ANON | pg::ANON_EXCLUSIVE;
+        f.mapping = av;
+        f.index = vpn;
+        f.mapcount = 1;
+        let mut flags = Pte::PRESENT | Pte::USER | Pte::ACCESSED;
+        if writable {
+            flags |= Pte::RW;
+        }
+        if dirty {
+            flags |= Pte::DIRTY;
+        }
+        let m = self.mm_mut(mm);
+        m.pgtable.set(vpn, Pte::new(pfn, flags));
+        m.rss_anon += 1;
+    }
+
+    /// `handle_mm_fault()` for a user access at `vpn`.
+    pub fn handle_mm_fault(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        self.vmstat.count(VmEvent::PGFAULT);
+        self.charge_sys(cpu, self.p.fault_ns);
+        let Some(vma) = self.vma_at(mm, vpn).cloned() else {
+            return Err(FaultError::Segv(Box::new(format!("no VMA at {}", Vpn(vpn).addr()))));
+        };
+        // access_error(): the VMA must allow the access.
+        let need = if write { vm::WRITE } else if instr { vm::EXEC } else { vm::READ };
+        if vma.flags & need == 0 && !(instr && vma.flags & vm::READ != 0) {
+            return Err(FaultError::Segv(Box::new(format!("{} access to {} not allowed by the VMA", if write { "write" } else { "read" }, Vpn(vpn).addr()))));
+        }
+        self.pte_alloc(cpu, mm, vpn)?;
+        let pte = self.mm(mm).pgtable.get(vpn);
+        if pte.none() {
+            return match vma.backing {
+                Backing::Anon => self.do_anonymous_page(cpu, mm, &vma, vpn, write),
+                Backing::File { .. } => self.do_fault(cpu, mm, &vma, vpn, write),
+            };
+        }
+        if pte.protnone() {
+            // A PROT_NONE PTE in an accessible VMA is a NUMA hint fault (do_numa_page); balancing
+            // is not modelled yet, so restore the PTE as do_numa_page's out_map does.
+            let flags = if vma.flags & vm::WRITE != 0 && !vma.is_cow() { Pte::RW } else { 0 };
+            self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::PRESENT | Pte::ACCESSED | flags, Pte::PROTNONE));
+            return Ok(());
+        }
+        if write && !pte.write() {
+            return self.do_wp_page(cpu, mm, &vma, vpn, pte);
+        }
+        // Spurious fault (e.g. a stale read-only TLB entry after another CPU upgraded the PTE):
+        // the walk that follows will fill the current PTE.
+        Ok(())
+    }
+
+    /// `do_anonymous_page()`: a read maps the shared zero page; a write gets a zeroed page.
+    fn do_anonymous_page(&mut self, cpu: CpuId, mm: MmId, vma: &Vma, vpn: u64, write: bool) -> Result<(), FaultError> {
+        if !write {
+            let z = self.zero_pfn;
+            self.mm_mut(mm).pgtable.set(vpn, Pte::new(z, Pte::PRESENT | Pte::USER | Pte::ACCESSED));
+            return Ok(());
+        }
+        let pfn = self.alloc_user_page(cpu)?;
+        self.charge_sys(cpu, self.p.clear_page_ns);
+        self.map_new_anon(mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true);
+        Ok(())
+    }
+
+    /// `do_fault()`: file-backed.
+    fn do_fault(&mut self, cpu: CpuId, mm: MmId, vma: &Vma, vpn: u64, write: bool) -> Result<(), FaultError> {
+        let Backing::File { file, .. } = vma.backing else { unreachable!() };
+        let pgoff = vma.pgoff(vpn);
+        if !write {
+            // do_read_fault(): fault-around maps cached neighbours first (read-only).
+            self.do_fault_around(cpu, mm, vma, vpn);
+            if !self.mm(mm).pgtable.get(vpn).none() {
+                return Ok(());
+            }
+            let pfn = self.filemap_fault(cpu, file, pgoff)?;
+            self.map_file_page(mm, vpn, pfn, false);
+            return Ok(());
+        }
+        if !vma.shared() {
+            // do_cow_fault(): copy the file page into a new anon page.
+            let src = self.filemap_fault(cpu, file, pgoff)?;
+            let _ = src;
+            let pfn = self.alloc_user_page(cpu)?;
+            self.charge_sys(cpu, self.p.copy_page_ns);
+            self.vmstat.count(VmEvent::COW_FAULT);
+            self.map_new_anon(mm, vma.start, vpn, pfn, true, true);
+            return Ok(());
+        }
+        // do_shared_fault(): page_mkwrite, then map writable and dirty.
+        let pfn = self.filemap_fault(cpu, file, pgoff)?;
+        self.frame_mut(pfn).flags |= pg::DIRTY;
+        self.map_file_page(mm, vpn, pfn, true);
+        Ok(())
+    }
+
+    /// `do_fault_around()`: map up to FAULT_AROUND_PAGES already-cached pages of the aligned
+    /// window around `vpn`, within the VMA and the same PTE table.
+    fn do_fault_around(&mut self, cpu: CpuId, mm: MmId, vma: &Vma, vpn: u64) {
+        let Backing::File { file, .. } = vma.backing else { return };
+        let lo = (vpn & !(FAULT_AROUND_PAGES - 1)).max(vma.start).max(vpn & !511);
+        let hi = ((vpn & !(FAULT_AROUND_PAGES - 1)) + FAULT_AROUND_PAGES).min(vma.end).min((vpn | 511) + 1);
+        let mut mapped = 0;
+        for v in lo..hi {
+            if !self.mm(mm).pgtable.get(v).none() {
+                continue;
+            }
+            let pgoff = vma.pgoff(v);
+            if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+                self.map_file_page(mm, v, pfn, false);
+                mapped += 1;
+            }
+        }
+        self.charge_sys(cpu, self.p.pte_update_ns * mapped as f64);
+    }
+
+    /// `set_pte_range()` for a page-cache folio (folio_add_file_rmap_pte).
+    pub(crate) fn map_file_page(&mut self, mm: MmId, vpn: u64, pfn: Pfn, write: bool) {
+        let f = self.frame_mut(pfn);
+        f.mapcount += 1;
+        f.refcount += 1;
+        let mut flags = Pte::PRESENT | Pte::USER | Pte::ACCESSED;
+        if write {
+            flags |= Pte::RW | Pte::DIRTY;
+        }
+        let m = self.mm_mut(mm);
+        m.pgtable.set(vpn, Pte::new(pfn, flags));
+        m.rss_file += 1;
+    }
+
+    /// `do_wp_page()`: write to a present read-only PTE.
+    fn do_wp_page(&mut self, cpu: CpuId, mm: MmId, vma: &Vma, vpn: u64, pte: Pte) -> Result<(), FaultError> {
+        if vma.flags & vm::WRITE == 0 {
+            return Err(FaultError::Segv(Box::new(format!("write to read-only mapping at {}", Vpn(vpn).addr()))));
+        }
+        let pfn = pte.pfn();
+        if vma.shared() {
+            // wp_page_shared(): page_mkwrite, mark dirty, wp_page_reuse (no flush on x86: a
+            // permission upgrade needs none).
+            self.frame_mut(pfn).flags |= pg::DIRTY;
+            self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED, 0));
+            return Ok(());
+        }
+        let f = *self.frame(pfn);
+        let is_zero = f.flags & pg::ZERO != 0;
+        if !is_zero && f.flags & pg::ANON != 0 && (f.flags & pg::ANON_EXCLUSIVE != 0 || (f.mapcount == 1 && f.refcount == 1)) {
+            // wp_can_reuse_anon_folio() → wp_page_reuse().
+            self.frame_mut(pfn).flags |= pg::ANON_EXCLUSIVE;
+            self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED, 0));
+            return Ok(());
+        }
+        // wp_page_copy(): new page, copy (or clear for the zero page), ptep_clear_flush, map.
+        let new = self.alloc_user_page(cpu)?;
+        self.charge_sys(cpu, if is_zero { self.p.clear_page_ns } else { self.p.copy_page_ns });
+        self.vmstat.count(VmEvent::COW_FAULT);
+        // ptep_clear_flush(): the old translation must be gone from every TLB before the new PTE.
+        self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+        self.flush_tlb_page(cpu, mm, vpn);
+        if !is_zero {
+            self.page_remove_rmap(mm, pfn);
+            self.put_page(pfn);
+        }
+        self.map_new_anon(mm, vma.start, vpn, new, true, true);
+        Ok(())
+    }
+
+    /// `folio_remove_rmap_pte()` with the RSS update.
+    pub(crate) fn page_remove_rmap(&mut self, mm: MmId, pfn: Pfn) {
+        let f = self.frame_mut(pfn);
+        f.mapcount -= 1;
+        let anon = f.flags & pg::ANON != 0;
+        debug_assert!(f.mapcount >= 0, "simulator bug: negative mapcount on {pfn}");
+        let m = self.mm_mut(mm);
+        if anon {
+            m.rss_anon -= 1;
+        } else {
+            m.rss_file -= 1;
+        }
+    }
+
+    /// `zap_pmd_range()` → `zap_pte_range()` over `[start, end)` of one VMA, one PTE table at a
+    /// time, gathering into `tlb`. With `reclaim_pt` (MADV_DONTNEED under CONFIG_PT_RECLAIM) a
+    /// PTE table whose whole 2 MiB range was zapped is freed too (`try_to_free_pte()`).
+    pub fn zap_pte_range(&mut self, cpu: CpuId, tlb: &mut MmuGather, start: u64, end: u64, reclaim_pt: bool) {
+        let mm = tlb.mm;
+        let mut s = start;
+        while s < end {
+            let e = ((s | 511) + 1).min(end);
+            if self.mm(mm).pgtable.pte_table(s).is_some() {
+                // Under the PTE lock: a reclaim's deferred flush for this mm must happen first.
+                self.flush_tlb_batched_pending(cpu, mm);
+                self.zap_one_table(cpu, tlb, s, e);
+                if reclaim_pt && e - s == 512 {
+                    if let Some(pfn) = self.mm_mut(mm).pgtable.free_pte_table(s) {
+                        self.mm_mut(mm).nr_ptes -= 1;
+                        tlb.free_table(s, pfn);
+                    }
+                }
+            }
+            s = e;
+        }
+    }
+
+    fn zap_one_table(&mut self, cpu: CpuId, tlb: &mut MmuGather, start: u64, end: u64) {
+        let mm = tlb.mm;
+        let mut victims = Vec::new();
+        self.mm(mm).pgtable.for_each_mapped(start, end, |v, p| victims.push((v, p)));
+        let n = victims.len();
+        for (vpn, pte) in victims {
+            self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+            tlb.remove_tlb_entry(vpn);
+            let pfn = pte.pfn();
+            if self.frame(pfn).flags & pg::ZERO != 0 {
+                continue;
+            }
+            if pte.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
+                self.frame_mut(pfn).flags |= pg::DIRTY; // folio_mark_dirty()
+            }
+            self.page_remove_rmap(mm, pfn);
+            if self.tlb_remove_page(tlb, pfn) {
+                // force_flush: the batch is full; flush and free before going on.
+                self.tlb_flush_mmu(cpu, tlb);
+            }
+        }
+        self.charge_sys(cpu, self.p.pte_update_ns * n as f64);
+    }
+
+    /// `unmap_vmas()`: zap every VMA's part of `[start, end)`.
+    pub fn unmap_vmas(&mut self, cpu: CpuId, tlb: &mut MmuGather, start: u64, end: u64, reclaim_pt: bool) {
+        let ranges: Vec<(u64, u64)> = self
+            .mm(tlb.mm)
+            .vmas
+            .range(..end)
+            .filter(|(_, v)| v.end > start)
+            .map(|(_, v)| (v.start.max(start), v.end.min(end)))
+            .collect();
+        for (s, e) in ranges {
+            self.zap_pte_range(cpu, tlb, s, e, reclaim_pt);
+        }
+    }
+
+    /// `free_pgtables()` for a hole `[start, end)` (vpns) between `floor` and `ceiling` (byte
+    /// addresses of the neighbouring VMAs, 0 = none).
+    pub fn free_pgtables(&mut self, tlb: &mut MmuGather, start: u64, end: u64, floor: u64, ceiling: u64) {
+        let mm = tlb.mm;
+        let freed = self.mm_mut(mm).pgtable.free_pgd_range(start << PAGE_SHIFT, end << PAGE_SHIFT, floor, ceiling);
+        self.mm_mut(mm).nr_ptes -= freed.len() as u64;
+        for pfn in freed {
+            tlb.free_table(start, pfn);
+        }
+    }
+
+    /// `copy_page_range()` for fork: share every mapped PTE with the child; COW mappings are
+    /// write-protected in both (copy_present_pte → ptep_set_wrprotect). Shared file mappings
+    /// without anon pages are not copied (vma_needs_copy()); the child faults them in.
+    pub fn copy_page_range(&mut self, cpu: CpuId, src: MmId, dst: MmId, vma: &Vma) -> Result<(), FaultError> {
+        if vma.shared() {
+            return Ok(());
+        }
+        let mut ptes = Vec::new();
+        self.mm(src).pgtable.for_each_mapped(vma.start, vma.end, |v, p| ptes.push((v, p)));
+        for &(vpn, pte) in &ptes {
+            self.pte_alloc(cpu, dst, vpn)?;
+            let mut child = pte;
+            if vma.is_cow() && pte.write() {
+                let wp = pte.with(0, Pte::RW);
+                self.mm_mut(src).pgtable.set(vpn, wp);
+                child = wp;
+            }
+            // The child's PTE is old (not young), as in copy_present_pte().
+            child = child.with(0, Pte::ACCESSED);
+            let pfn = pte.pfn();
+            if self.frame(pfn).flags & pg::ZERO == 0 {
+                let f = self.frame_mut(pfn);
+                f.mapcount += 1;
+                f.refcount += 1;
+                f.flags &= !pg::ANON_EXCLUSIVE;
+                let anon = f.flags & pg::ANON != 0;
+                let m = self.mm_mut(dst);
+                if anon { m.rss_anon += 1 } else { m.rss_file += 1 }
+            }
+            self.mm_mut(dst).pgtable.set(vpn, child);
+        }
+        self.charge_sys(cpu, self.p.pte_update_ns * ptes.len() as f64);
+        Ok(())
+    }
+}

@@ -1,0 +1,127 @@
+//! Reverse mapping (mm/rmap.c, Linux 6.18): `rmap_walk` over anon_vma or i_mmap, and
+//! `try_to_unmap_one` with the batched-flush decision (`should_defer_flush`,
+//! `set_tlb_ubc_flush_pending`) and the per-task `tlbflush_unmap_batch`.
+
+use crate::mm::pgtable::Pte;
+use crate::sim::{pg, Backing, CpuMask, Sim};
+use crate::types::*;
+
+/// `struct tlbflush_unmap_batch` (current->tlb_ubc).
+#[derive(Clone, Debug)]
+pub struct TlbUnmapBatch {
+    pub cpumask: CpuMask,
+    pub flush_required: bool,
+    pub writable: bool,
+}
+
+impl TlbUnmapBatch {
+    pub fn new(ncpus: usize) -> Self {
+        TlbUnmapBatch { cpumask: CpuMask::new(ncpus), flush_required: false, writable: false }
+    }
+}
+
+impl Sim {
+    /// Every (mm, vpn) whose PTE maps `pfn`: anon via the anon_vma's mms at the linear index,
+    /// file via i_mmap.
+    pub fn rmap_walk(&self, pfn: Pfn) -> Vec<(MmId, u64)> {
+        let f = self.frame(pfn);
+        let mut out = Vec::new();
+        if f.flags & pg::ANON != 0 {
+            for &mm in &self.anon_vmas[f.mapping as usize].mms {
+                if let Some(m) = self.mms[mm.0 as usize].as_ref() {
+                    let p = m.pgtable.get(f.index);
+                    if p.mapped() && p.pfn() == pfn {
+                        out.push((mm, f.index));
+                    }
+                }
+            }
+        } else if f.flags & pg::FILE != 0 {
+            for &(mm, vstart) in &self.files[f.mapping as usize].i_mmap {
+                let Some(m) = self.mms[mm.0 as usize].as_ref() else { continue };
+                let Some(v) = m.vmas.get(&vstart) else { continue };
+                let Backing::File { pgoff, .. } = v.backing else { continue };
+                if f.index < pgoff || f.index >= pgoff + (v.end - v.start) {
+                    continue;
+                }
+                let vpn = v.start + (f.index - pgoff);
+                let p = m.pgtable.get(vpn);
+                if p.mapped() && p.pfn() == pfn {
+                    out.push((mm, vpn));
+                }
+            }
+        }
+        out
+    }
+
+    /// `should_defer_flush()` (x86 `arch_tlbbatch_should_defer`): defer only if some other CPU
+    /// may cache the mm.
+    fn should_defer_flush(&self, cpu: CpuId, mm: MmId, batch_flush: bool) -> bool {
+        batch_flush && self.mm(mm).cpumask.any_but(cpu)
+    }
+
+    /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
+    /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch.
+    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) {
+        for (mm, vpn) in self.rmap_walk(pfn) {
+            let defer = self.should_defer_flush(cpu, mm, batch.is_some());
+            let old = self.mm(mm).pgtable.get(vpn);
+            self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+            if defer {
+                // set_tlb_ubc_flush_pending(): arch_tlbbatch_add_pending() ORs mm_cpumask into
+                // the batch and bumps the mm's tlb_gen.
+                let b = batch.as_deref_mut().unwrap();
+                let mask = self.mm(mm).cpumask.clone();
+                b.cpumask.or(&mask);
+                self.inc_mm_tlb_gen(mm);
+                b.flush_required = true;
+                // After the PTE clear: racing page-table changers must flush first.
+                self.mm_mut(mm).tlb_flush_batched_pending += 1;
+                if old.dirty() {
+                    b.writable = true;
+                }
+            } else {
+                // ptep_clear_flush().
+                self.flush_tlb_page(cpu, mm, vpn);
+            }
+            if old.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
+                self.frame_mut(pfn).flags |= pg::DIRTY;
+            }
+            self.page_remove_rmap(mm, pfn);
+            self.put_page(pfn);
+            self.charge_sys(cpu, self.p.pte_update_ns);
+        }
+    }
+
+    /// `flush_tlb_batched_pending()` (mm/rmap.c, 4.13+): called under the PTE lock by every
+    /// page-table walker that changes PTEs (zap, mprotect, madvise, mremap). If a reclaim deferred
+    /// flushes for this mm that nobody acknowledged, flush the whole mm now. Note that
+    /// try_to_unmap_flush() itself does not acknowledge them, so the next walker after a batched
+    /// reclaim always pays one flush_tlb_mm().
+    pub fn flush_tlb_batched_pending(&mut self, cpu: CpuId, mm: MmId) {
+        let m = self.mm(mm);
+        let (pending, flushed) = (m.tlb_flush_batched_pending, m.tlb_flush_batched_flushed);
+        if pending != flushed {
+            self.flush_tlb_mm(cpu, mm);
+            self.mm_mut(mm).tlb_flush_batched_flushed = pending;
+        }
+    }
+
+    /// `try_to_unmap_flush()`.
+    pub fn try_to_unmap_flush(&mut self, cpu: CpuId, b: &mut TlbUnmapBatch) {
+        if !b.flush_required {
+            return;
+        }
+        let mask = b.cpumask.clone();
+        self.arch_tlbbatch_flush(cpu, &mask);
+        b.cpumask.clear_all();
+        b.flush_required = false;
+        b.writable = false;
+    }
+
+    /// `try_to_unmap_flush_dirty()`.
+    pub fn try_to_unmap_flush_dirty(&mut self, cpu: CpuId, b: &mut TlbUnmapBatch) {
+        if b.writable {
+            self.try_to_unmap_flush(cpu, b);
+        }
+    }
+}

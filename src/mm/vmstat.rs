@@ -1,0 +1,61 @@
+//! Event counters with the kernel's names (/proc/vmstat, include/linux/vm_event_item.h).
+//!
+//! The TLB counters exist in Linux only with CONFIG_DEBUG_TLBFLUSH; the simulator always keeps them.
+
+macro_rules! vm_events {
+    ($($name:ident => $kname:literal),* $(,)?) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        #[allow(non_camel_case_types)]
+        #[repr(usize)]
+        pub enum VmEvent { $($name),* }
+        impl VmEvent {
+            pub const ALL: &'static [VmEvent] = &[$(VmEvent::$name),*];
+            pub fn kernel_name(self) -> &'static str {
+                match self { $(VmEvent::$name => $kname),* }
+            }
+        }
+        pub const NR_VM_EVENTS: usize = [$($kname),*].len();
+    };
+}
+
+vm_events! {
+    PGFAULT => "pgfault",
+    PGMAJFAULT => "pgmajfault",
+    PGALLOC => "pgalloc_normal",
+    PGFREE => "pgfree",
+    PGPGIN => "pgpgin",
+    PGPGOUT => "pgpgout",
+    PGSCAN_DIRECT => "pgscan_direct",
+    PGSTEAL_DIRECT => "pgsteal_direct",
+    COW_FAULT => "cow_fault",
+    NR_TLB_REMOTE_FLUSH => "nr_tlb_remote_flush",
+    NR_TLB_REMOTE_FLUSH_RECEIVED => "nr_tlb_remote_flush_received",
+    NR_TLB_LOCAL_FLUSH_ALL => "nr_tlb_local_flush_all",
+    NR_TLB_LOCAL_FLUSH_ONE => "nr_tlb_local_flush_one",
+}
+
+/// Global event counts (the sum of Linux's per-CPU vm_event_states).
+#[derive(Clone, Debug)]
+pub struct VmStat {
+    pub ev: [u64; NR_VM_EVENTS],
+}
+
+impl Default for VmStat {
+    fn default() -> Self {
+        VmStat { ev: [0; NR_VM_EVENTS] }
+    }
+}
+
+impl VmStat {
+    #[inline]
+    pub fn count(&mut self, e: VmEvent) {
+        self.ev[e as usize] += 1;
+    }
+    #[inline]
+    pub fn add(&mut self, e: VmEvent, n: u64) {
+        self.ev[e as usize] += n;
+    }
+    pub fn get(&self, e: VmEvent) -> u64 {
+        self.ev[e as usize]
+    }
+}

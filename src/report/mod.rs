@@ -1,0 +1,211 @@
+//! Results: a [`Report`] gathered once from a finished [`Sim`], printed in the kernel's own
+//! formats (/proc/interrupts, /proc/vmstat, perf stat, /proc/meminfo), as a human summary, and as
+//! JSON for scripts.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use crate::mm::vmstat::VmEvent;
+use crate::run::Outcome;
+use crate::sim::{pg, Sim};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Time {
+    pub elapsed_ns: u64,
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub irq_ns: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PerCpu {
+    pub tlb_shootdowns: Vec<u64>,
+    pub user_ns: Vec<u64>,
+    pub sys_ns: Vec<u64>,
+    pub context_switches: Vec<u64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub seed: u64,
+    pub outcome: String,
+    /// Kernel counter name → value: /proc/vmstat names plus perf event names.
+    pub counters: BTreeMap<String, u64>,
+    pub per_cpu: PerCpu,
+    pub time: Time,
+    /// /proc/meminfo fields in kB.
+    pub meminfo: BTreeMap<String, u64>,
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    pub fn from_sim(sim: &Sim, outcome: Outcome) -> Report {
+        let mut counters = BTreeMap::new();
+        for &e in VmEvent::ALL {
+            counters.insert(e.kernel_name().to_string(), sim.vmstat.get(e));
+        }
+        let sum = |f: fn(&crate::sim::CpuStats) -> u64| sim.cpus.iter().map(|c| f(&c.stats)).sum::<u64>();
+        counters.insert("dTLB-loads".into(), sum(|s| s.dtlb_loads));
+        counters.insert("dTLB-load-misses".into(), sum(|s| s.dtlb_load_misses));
+        counters.insert("dTLB-stores".into(), sum(|s| s.dtlb_stores));
+        counters.insert("dTLB-store-misses".into(), sum(|s| s.dtlb_store_misses));
+        counters.insert("iTLB-load-misses".into(), sum(|s| s.itlb_misses));
+        counters.insert("tlb:tlb_flush".into(), sum(|s| s.tlb_flush_events));
+        counters.insert("context-switches".into(), sum(|s| s.context_switches));
+        counters.insert("oom_kill".into(), sim.oom_events);
+        let per_cpu = PerCpu {
+            tlb_shootdowns: sim.cpus.iter().map(|c| c.stats.irq_tlb_count).collect(),
+            user_ns: sim.cpus.iter().map(|c| c.stats.user_ns).collect(),
+            sys_ns: sim.cpus.iter().map(|c| c.stats.sys_ns + c.stats.irq_ns).collect(),
+            context_switches: sim.cpus.iter().map(|c| c.stats.context_switches).collect(),
+        };
+        let time = Time { elapsed_ns: sim.end_ns, user_ns: sum(|s| s.user_ns), sys_ns: sum(|s| s.sys_ns) + sum(|s| s.irq_ns), irq_ns: sum(|s| s.irq_ns) };
+        let kb = |pages: u64| pages * 4;
+        let total: u64 = sim.nodes.iter().map(|n| n.nr_pages as u64).sum();
+        let (mut anon, mut file, mut mapped, mut pgtable, mut dirty) = (0, 0, 0, 0, 0);
+        for f in &sim.frames {
+            if f.flags & pg::FREE != 0 {
+                continue;
+            }
+            if f.flags & pg::ANON != 0 {
+                anon += 1;
+            }
+            if f.flags & pg::FILE != 0 {
+                file += 1;
+                if f.mapcount > 0 {
+                    mapped += 1;
+                }
+            }
+            if f.flags & pg::PGTABLE != 0 {
+                pgtable += 1;
+            }
+            if f.flags & pg::DIRTY != 0 {
+                dirty += 1;
+            }
+        }
+        let meminfo = [
+            ("MemTotal", kb(total)),
+            ("MemFree", kb(sim.nr_free_pages())),
+            ("Cached", kb(file)),
+            ("Dirty", kb(dirty)),
+            ("AnonPages", kb(anon)),
+            ("Mapped", kb(mapped)),
+            ("PageTables", kb(pgtable)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        Report {
+            scenario: sim.cfg.name.clone(),
+            seed: sim.cfg.int("run.seed") as u64,
+            outcome: format!("{outcome:?}"),
+            counters,
+            per_cpu,
+            time,
+            meminfo,
+            errors: sim.workload_errors.clone(),
+        }
+    }
+
+    /// The header and `TLB:` lines of /proc/interrupts (arch/x86/kernel/irq.c, prec = 3).
+    pub fn proc_interrupts(&self) -> String {
+        let mut s = format!("{:11}", "");
+        for i in 0..self.per_cpu.tlb_shootdowns.len() {
+            let _ = write!(s, "CPU{i:<8}");
+        }
+        s.push('\n');
+        s.push_str("TLB: ");
+        for v in &self.per_cpu.tlb_shootdowns {
+            let _ = write!(s, "{v:10} ");
+        }
+        s.push_str("  TLB shootdowns\n");
+        s
+    }
+
+    /// /proc/vmstat lines for the modelled events.
+    pub fn proc_vmstat(&self) -> String {
+        VmEvent::ALL.iter().map(|e| format!("{} {}\n", e.kernel_name(), self.counters[e.kernel_name()])).collect()
+    }
+
+    /// /proc/meminfo lines.
+    pub fn proc_meminfo(&self) -> String {
+        ["MemTotal", "MemFree", "Cached", "Dirty", "AnonPages", "Mapped", "PageTables"]
+            .iter()
+            .map(|k| format!("{:<16}{:>8} kB\n", format!("{k}:"), self.meminfo[*k]))
+            .collect()
+    }
+
+    /// `perf stat -e dTLB-loads,dTLB-load-misses,...` style output.
+    pub fn perf_stat(&self) -> String {
+        let c = |k: &str| self.counters[k];
+        let pct = |a: u64, b: u64| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+        let mut s = format!("\n Performance counter stats for 'mmsim run {}' (simulated, seed {}):\n\n", self.scenario, self.seed);
+        let line = |s: &mut String, v: u64, name: &str, note: String| {
+            let _ = writeln!(s, "{:>18}      {:<26}{}", group(v), name, note);
+        };
+        line(&mut s, c("dTLB-loads"), "dTLB-loads", String::new());
+        line(&mut s, c("dTLB-load-misses"), "dTLB-load-misses", format!("#  {:5.2}% of all dTLB cache accesses", pct(c("dTLB-load-misses"), c("dTLB-loads"))));
+        line(&mut s, c("dTLB-stores"), "dTLB-stores", String::new());
+        line(&mut s, c("dTLB-store-misses"), "dTLB-store-misses", String::new());
+        line(&mut s, c("iTLB-load-misses"), "iTLB-load-misses", String::new());
+        line(&mut s, c("tlb:tlb_flush"), "tlb:tlb_flush", String::new());
+        line(&mut s, c("context-switches"), "context-switches", String::new());
+        line(&mut s, c("pgfault"), "page-faults", String::new());
+        let secs = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+        let _ = writeln!(s, "\n{:>20} seconds time elapsed\n", secs(self.time.elapsed_ns));
+        let _ = writeln!(s, "{:>20} seconds user", secs(self.time.user_ns));
+        let _ = writeln!(s, "{:>20} seconds sys\n", secs(self.time.sys_ns));
+        s
+    }
+
+    /// Everything a person reads after `mmsim run`.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "mmsim: scenario {} seed {} — {}", self.scenario, self.seed, self.outcome);
+        for e in &self.errors {
+            let _ = writeln!(s, "workload error: {e}");
+        }
+        let shoot: u64 = self.per_cpu.tlb_shootdowns.iter().sum();
+        let _ = writeln!(
+            s,
+            "simulated {:.3} ms: {} TLB shootdown IRQs, {} remote flush requests, {} page faults\n",
+            self.time.elapsed_ns as f64 / 1e6,
+            shoot,
+            self.counters["nr_tlb_remote_flush"],
+            self.counters["pgfault"]
+        );
+        s.push_str("==> /proc/interrupts <==\n");
+        s.push_str(&self.proc_interrupts());
+        s.push_str("\n==> /proc/vmstat <==\n");
+        s.push_str(&self.proc_vmstat());
+        s.push_str("\n==> /proc/meminfo <==\n");
+        s.push_str(&self.proc_meminfo());
+        s.push_str(&self.perf_stat());
+        s
+    }
+}
+
+/// 1234567 → "1,234,567" (perf's thousands grouping).
+pub fn group(v: u64) -> String {
+    let d = v.to_string();
+    let mut out = String::new();
+    for (i, ch) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn grouping() {
+        assert_eq!(super::group(0), "0");
+        assert_eq!(super::group(999), "999");
+        assert_eq!(super::group(1234567), "1,234,567");
+    }
+}

@@ -1,0 +1,492 @@
+//! Building a simulation from a validated config, and the event loop that runs it.
+
+use std::sync::Arc;
+
+use crate::config::{Config, ConfigError};
+use crate::engine::EventKind;
+use crate::kernel::sched::FOREVER;
+use crate::mm::memory::FaultError;
+use crate::mm::mmap::Prot;
+use crate::sim::{Backing, Sim, Task, TaskState};
+use crate::types::*;
+use crate::workload::ops::{self, Op};
+use crate::workload::synth::{Pattern, SynthState};
+use crate::workload::{Body, Program, StepResult};
+
+/// Why a run stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every task that the run waits for has exited.
+    Completed,
+    /// Simulated time passed run.max_sim_ms first (liveness bound).
+    TimeLimit,
+}
+
+impl Sim {
+    /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
+    pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
+        let mut sim = Sim::new(cfg);
+        match cfg.str("workload.kind").as_str() {
+            "ops" => sim.build_ops(cfg)?,
+            _ => sim.build_synthetic(cfg),
+        }
+        Ok(sim)
+    }
+
+    /// A new process address space with a minimal standard layout: program text (a file mapping
+    /// at 0x400000) and a stack below 128 TiB, so unmaps have realistic neighbours.
+    fn new_process_mm(&mut self, cpu: CpuId, tgid: u32, text_pages: u64) -> MmId {
+        let mm = self.mm_alloc(cpu);
+        let exe = self.file_get_or_create(&format!("exe-{tgid}"), text_pages.max(1));
+        let text = self.do_mmap(cpu, mm, text_pages.max(1), Prot::Read, false, Backing::File { file: exe, pgoff: 0 }, Some(0x400)).expect("text");
+        let v = self.mm_mut(mm).vmas.get_mut(&text).unwrap();
+        v.flags |= crate::sim::vm::EXEC;
+        self.mm_mut(mm).regions.insert(".text".into(), (text, text_pages.max(1)));
+        let stack_top = 0x7fff_ffff_f000u64 >> PAGE_SHIFT;
+        self.do_mmap(cpu, mm, 33, Prot::ReadWrite, false, Backing::Anon, Some(stack_top - 33)).expect("stack");
+        // Building the process is not part of the measured run.
+        for c in &mut self.cpus {
+            c.clock = 0;
+            c.stats = Default::default();
+        }
+        self.vmstat = Default::default();
+        mm
+    }
+
+    fn new_task(&mut self, tgid: u32, mm: Option<MmId>, cpu: CpuId, affinity: Option<CpuId>, prog: Program) -> Tid {
+        let tid = Tid(self.tasks.len() as u32);
+        self.live_tasks += 1;
+        if let Some(m) = mm {
+            self.mm_mut(m).users += 1;
+        }
+        self.tasks.push(Task {
+            tid,
+            tgid,
+            mm,
+            cpu,
+            affinity,
+            state: TaskState::Runnable,
+            prog: Some(Box::new(prog)),
+            counts_for_completion: true,
+            parent: None,
+            children: Vec::new(),
+            waiting_for_children: false,
+            slice_end: 0,
+        });
+        tid
+    }
+
+    fn build_ops(&mut self, cfg: &Config) -> Result<(), ConfigError> {
+        let mut mms: std::collections::BTreeMap<u32, MmId> = Default::default();
+        let mut tids = Vec::new();
+        let ncpus = self.cpus.len() as u32;
+        for (i, t) in cfg.threads.iter().enumerate() {
+            let prog = ops::parse(&t.ops, &t.ops_origin)?;
+            let cpu = CpuId(t.cpu.unwrap_or(i as u32 % ncpus));
+            let mm = match mms.get(&t.process) {
+                Some(&m) => m,
+                None => {
+                    let m = self.new_process_mm(cpu, t.process, 16);
+                    mms.insert(t.process, m);
+                    m
+                }
+            };
+            let body = Body::Ops { prog: Arc::new(prog), pc: 0, loops: Vec::new(), cursor: 0 };
+            let p = Program { body, file: t.ops_origin.file.clone(), released: false };
+            tids.push((self.new_task(t.process, Some(mm), cpu, t.cpu.map(CpuId), p), cpu));
+        }
+        for (t, cpu) in tids {
+            self.enqueue(cpu, t, 0);
+        }
+        Ok(())
+    }
+
+    fn build_synthetic(&mut self, cfg: &Config) {
+        let procs = cfg.int("workload.processes") as u32;
+        let threads = cfg.int("workload.threads") as u32;
+        let ws_pages = ((cfg.float("workload.working_set_mib") * 256.0).round() as u64).max(1);
+        let text_pages = cfg.int("workload.text_pages") as u64;
+        let pattern = match cfg.str("workload.pattern").as_str() {
+            "normal" => Pattern::Normal,
+            "sequential" => Pattern::Sequential,
+            _ => Pattern::Uniform,
+        };
+        let ncpus = self.cpus.len() as u32;
+        let mut tids = Vec::new();
+        let mut n = 0u32;
+        for p in 0..procs {
+            let cpu = CpuId(n % ncpus);
+            let mm = self.new_process_mm(cpu, p, text_pages);
+            let ws = self.do_mmap(cpu, mm, ws_pages, Prot::ReadWrite, false, Backing::Anon, None).expect("working set fits");
+            let text = self.mm(mm).regions[".text"];
+            for _ in 0..threads {
+                let st = SynthState {
+                    region: (ws, ws_pages),
+                    text: if text_pages > 0 { text } else { (0, 0) },
+                    prng: self.prng.fork(n as u64),
+                    remaining: cfg.int("workload.accesses_per_thread") as u64,
+                    pattern,
+                    read_pct: cfg.int("workload.read_pct") as u64,
+                    sigma: cfg.float("workload.sigma_pages"),
+                    fetches_per_access: cfg.float("workload.fetches_per_access"),
+                    fetch_acc: 0.0,
+                    text_cursor: 0,
+                    seq_cursor: 0,
+                };
+                let cpu = CpuId(n % ncpus);
+                let prog = Program { body: Body::Synth(st), file: cfg.name.clone(), released: false };
+                tids.push((self.new_task(p, Some(mm), cpu, None, prog), cpu));
+                n += 1;
+            }
+        }
+        for (t, cpu) in tids {
+            self.enqueue(cpu, t, 0);
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.live_tasks == 0
+    }
+
+    /// The task becomes a daemon (`spin forever`, `sleep forever`) or exits: the run no longer
+    /// waits for it.
+    fn stop_counting(&mut self, t: Tid) {
+        let task = self.task_mut(t);
+        if task.counts_for_completion {
+            task.counts_for_completion = false;
+            self.live_tasks -= 1;
+        }
+    }
+
+    /// Run the event loop until the workload completes or the time limit passes. `progress` is
+    /// called now and then with the simulated time (for a progress bar).
+    pub fn run(&mut self, mut progress: impl FnMut(Ns)) -> Outcome {
+        let mut steps: u64 = 0;
+        while let Some(ev) = self.events.pop() {
+            if self.all_done() {
+                break;
+            }
+            if ev.time > self.p.max_sim_ns {
+                return self.finish(Outcome::TimeLimit, ev.time);
+            }
+            match ev.kind {
+                EventKind::Wake => self.wake_up(Tid(ev.id), ev.time),
+                EventKind::SpinEnd => self.spin_end(Tid(ev.id), ev.time),
+                EventKind::CpuRun => {
+                    let cpu = CpuId(ev.id);
+                    let ci = ev.id as usize;
+                    if !self.cpus[ci].scheduled {
+                        continue;
+                    }
+                    self.cpus[ci].scheduled = false;
+                    let horizon = self.events.peek_time().unwrap_or(Ns::MAX);
+                    self.running_cpu = Some(cpu);
+                    loop {
+                        self.step_cpu(cpu, horizon);
+                        steps += 1;
+                        if steps % (1 << 20) == 0 {
+                            progress(self.cpus[ci].clock);
+                        }
+                        // step_cpu re-kicks the CPU if it has more to do.
+                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.all_done() {
+                            break;
+                        }
+                        // Keep running here without a queue round trip.
+                        self.cpus[ci].scheduled = false;
+                    }
+                    self.running_cpu = None;
+                    if self.cpus[ci].scheduled {
+                        let t = self.cpus[ci].clock;
+                        self.events.push(t, EventKind::CpuRun, ev.id);
+                    }
+                }
+            }
+        }
+        let end = self.cpus.iter().map(|c| c.clock).max().unwrap_or(0);
+        self.finish(Outcome::Completed, end)
+    }
+
+    /// Account the time of tasks still spinning when the run ends.
+    fn finish(&mut self, outcome: Outcome, end: Ns) -> Outcome {
+        let end = end.min(self.p.max_sim_ns.max(self.cpus.iter().map(|c| c.clock).max().unwrap_or(0)));
+        for ci in 0..self.cpus.len() {
+            if let Some(t) = self.cpus[ci].current {
+                if let TaskState::Spinning(_) = self.tasks[t.0 as usize].state {
+                    let start = self.cpus[ci].clock;
+                    if end > start {
+                        self.charge_user(CpuId(ci as u32), (end - start) as f64);
+                    }
+                }
+            }
+        }
+        self.end_ns = end;
+        outcome
+    }
+
+    /// Run one step of the task current on `cpu`, then re-kick the CPU if it stays busy.
+    fn step_cpu(&mut self, cpu: CpuId, horizon: Ns) {
+        let ci = cpu.0 as usize;
+        let Some(t) = self.cpus[ci].current else { return };
+        if self.maybe_preempt(cpu) {
+            return;
+        }
+        let mut prog = self.tasks[t.0 as usize].prog.take().expect("a running task has a program");
+        let r = match &mut prog.body {
+            Body::Ops { .. } => self.step_ops(cpu, t, &mut prog),
+            Body::Synth(_) => self.step_synth(cpu, t, &mut prog, horizon),
+        };
+        self.tasks[t.0 as usize].prog = Some(prog);
+        match r {
+            StepResult::Continue => self.kick(cpu),
+            StepResult::Block(wake) => self.block_current(cpu, wake),
+            StepResult::Spin(until) => self.spin_current(cpu, until),
+            StepResult::Exit => self.do_exit(cpu, t),
+        }
+    }
+
+    fn fault_kill(&mut self, t: Tid, prog: &Program, line: usize, e: FaultError) -> StepResult {
+        match e {
+            FaultError::Segv(msg) => self.workload_errors.push(format!("{}:{}: task {}: SIGSEGV: {msg}", prog.file, line, t.0)),
+            FaultError::Oom => {
+                self.oom_events += 1;
+                self.workload_errors.push(format!("{}:{}: task {}: killed by the OOM killer", prog.file, line, t.0));
+            }
+        }
+        StepResult::Exit
+    }
+
+    /// Synthetic accesses. A user access is atomic and touches no shared kernel state unless it
+    /// faults, so the task runs a batch of them until its clock passes `horizon` (the next event
+    /// of any other CPU), which is exactly what one-by-one stepping would do, minus the loop cost.
+    fn step_synth(&mut self, cpu: CpuId, t: Tid, prog: &mut Program, horizon: Ns) -> StepResult {
+        let mm = self.tasks[t.0 as usize].mm.expect("user task");
+        let ci = cpu.0 as usize;
+        let stop = horizon.min(self.task(t).slice_end.saturating_sub(1));
+        for _ in 0..4096 {
+            let Body::Synth(st) = &mut prog.body else { unreachable!() };
+            if st.remaining == 0 {
+                return StepResult::Exit;
+            }
+            st.remaining -= 1;
+            let fetch = st.next_fetch().map(|p| st.text.0 + p);
+            let (page, write) = st.next_access();
+            let vpn = st.region.0 + page;
+            if let Some(f) = fetch {
+                if let Err(e) = self.access(cpu, mm, f, false, true) {
+                    return self.fault_kill(t, prog, 0, e);
+                }
+            }
+            if let Err(e) = self.access(cpu, mm, vpn, write, false) {
+                return self.fault_kill(t, prog, 0, e);
+            }
+            if self.cpus[ci].clock > stop {
+                break;
+            }
+        }
+        StepResult::Continue
+    }
+
+    fn step_ops(&mut self, cpu: CpuId, t: Tid, prog: &mut Program) -> StepResult {
+        let mm = self.tasks[t.0 as usize].mm.expect("user task");
+        loop {
+            let Body::Ops { prog: code, pc, loops, cursor } = &mut prog.body else { unreachable!() };
+            let Some(line) = code.get(*pc) else { return StepResult::Exit };
+            let (op, lineno) = (line.op.clone(), line.line);
+            let region = |s: &Sim, name: &str| -> Result<(u64, u64), String> {
+                s.mm(mm).regions.get(name).copied().ok_or_else(|| format!("region '{name}' is not mapped"))
+            };
+            let result: Result<StepResult, String> = match op {
+                Op::Loop { count, .. } => {
+                    loops.push((*pc, count));
+                    *pc += 1;
+                    continue;
+                }
+                Op::End { start } => {
+                    let top = loops.last_mut().expect("parser matched loop/end");
+                    top.1 -= 1;
+                    if top.1 > 0 {
+                        *pc = start + 1;
+                    } else {
+                        loops.pop();
+                        *pc += 1;
+                    }
+                    continue;
+                }
+                Op::Touch { region: r, write } => match region(self, &r) {
+                    Ok((start, pages)) => {
+                        let vpn = start + *cursor;
+                        *cursor += 1;
+                        if *cursor == pages {
+                            *cursor = 0;
+                            *pc += 1;
+                        }
+                        match self.access(cpu, mm, vpn, write, false) {
+                            Ok(()) => Ok(StepResult::Continue),
+                            Err(e) => return self.fault_kill(t, prog, lineno, e),
+                        }
+                    }
+                    Err(e) => Err(e),
+                },
+                Op::Mmap { region: r, pages, file, shared, prot, at } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    let backing = match &file {
+                        Some(f) => Backing::File { file: self.file_get_or_create(f, pages), pgoff: 0 },
+                        None => Backing::Anon,
+                    };
+                    if self.mm(mm).regions.contains_key(&r) {
+                        Err(format!("region '{r}' is already mapped"))
+                    } else {
+                        match self.do_mmap(cpu, mm, pages, prot, shared, backing, at) {
+                            Ok(start) => {
+                                self.mm_mut(mm).regions.insert(r, (start, pages));
+                                Ok(StepResult::Continue)
+                            }
+                            Err(e) => Err(format!("mmap: {e}")),
+                        }
+                    }
+                }
+                Op::Munmap { region: r } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    region(self, &r).map(|(s, n)| {
+                        self.do_munmap(cpu, mm, s, n);
+                        self.mm_mut(mm).regions.remove(&r);
+                        StepResult::Continue
+                    })
+                }
+                Op::Mprotect { region: r, prot } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    region(self, &r).map(|(s, n)| {
+                        self.do_mprotect(cpu, mm, s, n, prot);
+                        StepResult::Continue
+                    })
+                }
+                Op::Madvise { region: r, advice } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    region(self, &r).map(|(s, n)| {
+                        self.do_madvise(cpu, mm, s, n, advice);
+                        StepResult::Continue
+                    })
+                }
+                Op::Fork => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    match self.do_fork(cpu, t) {
+                        Ok(()) => Ok(StepResult::Continue),
+                        Err(e) => return self.fault_kill(t, prog, lineno, e),
+                    }
+                }
+                Op::Reap => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    let children = self.tasks[t.0 as usize].children.clone();
+                    let now = self.now(cpu);
+                    let mut live = false;
+                    for c in children {
+                        if self.task(c).state != TaskState::Dead {
+                            live = true;
+                            if let Some(p) = self.task_mut(c).prog.as_mut() {
+                                p.released = true;
+                            }
+                            self.wake_up(c, now);
+                        }
+                    }
+                    if live {
+                        self.task_mut(t).waiting_for_children = true;
+                        Ok(StepResult::Block(None))
+                    } else {
+                        Ok(StepResult::Continue)
+                    }
+                }
+                Op::WaitReap => {
+                    if prog.released {
+                        Ok(StepResult::Exit)
+                    } else {
+                        Ok(StepResult::Block(None))
+                    }
+                }
+                Op::Sleep(d) => {
+                    *pc += 1;
+                    let now = self.now(cpu);
+                    match d {
+                        Some(d) => Ok(StepResult::Block(Some(now + d))),
+                        None => {
+                            self.stop_counting(t);
+                            Ok(StepResult::Block(None))
+                        }
+                    }
+                }
+                Op::Spin(d) => {
+                    *pc += 1;
+                    let now = self.now(cpu);
+                    match d {
+                        Some(d) => Ok(StepResult::Spin(now + d)),
+                        None => {
+                            self.stop_counting(t);
+                            Ok(StepResult::Spin(FOREVER))
+                        }
+                    }
+                }
+            };
+            return match result {
+                Ok(r) => r,
+                Err(msg) => {
+                    self.workload_errors.push(format!("{}:{}: task {}: {msg}", prog.file, lineno, t.0));
+                    StepResult::Exit
+                }
+            };
+        }
+    }
+
+    /// `kernel_clone()` for `fork`: the child gets a COW copy of the mm and waits for `reap`.
+    fn do_fork(&mut self, cpu: CpuId, parent: Tid) -> Result<(), FaultError> {
+        let pmm = self.task(parent).mm.expect("user task");
+        let child_mm = self.dup_mm(cpu, pmm)?;
+        let code = Arc::new(vec![ops::OpLine { op: Op::WaitReap, line: 0 }]);
+        let file = self.task(parent).prog.as_ref().map(|p| p.file.clone()).unwrap_or_default();
+        let prog = Program { body: Body::Ops { prog: code, pc: 0, loops: Vec::new(), cursor: 0 }, file, released: false };
+        let tgid = self.tasks.len() as u32 + 1_000_000;
+        let affinity = self.task(parent).affinity;
+        let child = self.new_task(tgid, Some(child_mm), cpu, affinity, prog);
+        self.task_mut(child).parent = Some(parent);
+        self.task_mut(parent).children.push(child);
+        // wake_up_new_task(): the child waits on the runqueue behind the parent.
+        let now = self.now(cpu);
+        let target = self.select_task_rq(child);
+        self.task_mut(child).cpu = target;
+        let tc = target.0 as usize;
+        self.cpus[tc].runqueue.push_back(child);
+        if self.cpus[tc].current.is_none() {
+            self.cpus[tc].clock = self.cpus[tc].clock.max(now);
+            self.schedule(target);
+        }
+        Ok(())
+    }
+
+    /// `do_exit()`: drop the mm (tearing it down with the last user), wake a waiting parent, and
+    /// leave the CPU.
+    fn do_exit(&mut self, cpu: CpuId, t: Tid) {
+        if let Some(mm) = self.task(t).mm {
+            let m = self.mm_mut(mm);
+            m.users -= 1;
+            if m.users == 0 {
+                self.exit_mmap(cpu, mm);
+                self.mmdrop(mm);
+            }
+        }
+        self.task_mut(t).state = TaskState::Dead;
+        self.stop_counting(t);
+        if let Some(p) = self.task(t).parent {
+            let all_dead = self.task(p).children.iter().all(|&c| self.task(c).state == TaskState::Dead);
+            if all_dead && self.task(p).waiting_for_children {
+                self.task_mut(p).waiting_for_children = false;
+                let now = self.now(cpu);
+                self.wake_up(p, now);
+            }
+        }
+        self.schedule(cpu);
+    }
+}

@@ -1,0 +1,529 @@
+//! The simulated world: machine (CPUs, nodes, frames), kernel objects (mm, VMA, task, file) and
+//! counters. Kernel behaviour lives in `mm/`, `arch/x86/mm/` and `kernel/` as `impl Sim` blocks,
+//! one file per kernel file; the event loop is in `engine/`.
+//!
+//! Core structs (see the tables in each module for their fields' invariants):
+//! - [`Frame`]: struct page / folio. `refcount` counts page-table mappings plus page-cache and
+//!   gather references; `mapcount` counts PTEs mapping it. A free frame has refcount 0 and
+//!   `PG_FREE`.
+//! - [`Mm`]: mm_struct; [`Vma`]: vm_area_struct; [`Task`]: task_struct; [`Cpu`]: a CPU with its
+//!   hardware TLB and `cpu_tlbstate`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::arch::x86::mm::tlb::TlbState;
+use crate::config::Config;
+use crate::engine::{prng::Prng, EventQueue};
+use crate::hw::tlb::{CpuTlb, TlbGeometry};
+use crate::mm::pgtable::PageTable;
+use crate::mm::vmstat::VmStat;
+use crate::types::*;
+use crate::workload::Program;
+
+pub mod pg {
+    //! Frame flags (a subset of include/linux/page-flags.h).
+    pub const FREE: u16 = 1 << 0;
+    pub const ANON: u16 = 1 << 1;
+    pub const FILE: u16 = 1 << 2; // in a page cache
+    pub const DIRTY: u16 = 1 << 3;
+    pub const PGTABLE: u16 = 1 << 4;
+    pub const ZERO: u16 = 1 << 5; // the shared zero page
+    pub const ANON_EXCLUSIVE: u16 = 1 << 6; // PageAnonExclusive
+    pub const LOCKED: u16 = 1 << 7;
+}
+
+/// struct page / folio (order 0).
+///
+/// | field      | meaning                                   | who changes it                         |
+/// |------------|-------------------------------------------|----------------------------------------|
+/// | flags      | `pg::*`                                   | page_alloc, fault paths, rmap, vmscan  |
+/// | refcount   | references (mappings, page cache, gather) | get/put in every path                  |
+/// | mapcount   | PTEs mapping the frame                    | rmap add/remove                        |
+/// | mapping    | anon_vma id (ANON) or file id (FILE)      | fault paths; cleared on free           |
+/// | index      | pgoff (file) or vpn (anon, linear_page_index) | fault paths                        |
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Frame {
+    pub flags: u16,
+    pub node: u16,
+    pub refcount: u32,
+    pub mapcount: i32,
+    pub mapping: u32,
+    pub index: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub id: NodeId,
+    pub start_pfn: u32,
+    pub nr_pages: u32,
+    pub has_cpus: bool,
+    /// Free frames (LIFO). The buddy allocator replaces this in the memory-pressure work.
+    pub free: Vec<Pfn>,
+}
+
+pub mod vm {
+    //! VMA flags (include/linux/mm.h).
+    pub const READ: u32 = 1 << 0;
+    pub const WRITE: u32 = 1 << 1;
+    pub const EXEC: u32 = 1 << 2;
+    pub const SHARED: u32 = 1 << 3;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    Anon,
+    File { file: FileId, pgoff: u64 },
+}
+
+/// vm_area_struct. `start`/`end` are vpns: the VMA covers `[start, end)`.
+#[derive(Clone, Debug)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub flags: u32,
+    pub backing: Backing,
+    /// anon_vma for private mappings (anon pages created in this VMA point at it).
+    pub anon_vma: Option<u32>,
+}
+
+impl Vma {
+    pub fn shared(&self) -> bool {
+        self.flags & vm::SHARED != 0
+    }
+    /// `is_cow_mapping()`: private and may be written.
+    pub fn is_cow(&self) -> bool {
+        self.flags & vm::SHARED == 0 && self.flags & vm::WRITE != 0
+    }
+    /// pgoff of vpn in the backing file.
+    pub fn pgoff(&self, vpn: u64) -> u64 {
+        match self.backing {
+            Backing::File { pgoff, .. } => pgoff + (vpn - self.start),
+            Backing::Anon => vpn,
+        }
+    }
+}
+
+/// mm_struct with the x86 `mm_context_t` parts that the flush code uses.
+#[derive(Debug)]
+pub struct Mm {
+    pub id: MmId,
+    /// VMA tree keyed by start vpn (the augmented rbtree / maple tree of later work).
+    pub vmas: BTreeMap<u64, Vma>,
+    pub pgtable: PageTable,
+    /// mm_cpumask(): CPUs that may hold TLB entries for this mm.
+    pub cpumask: CpuMask,
+    /// context.ctx_id: unique forever, so an ASID slot can tell mms apart.
+    pub ctx_id: u64,
+    /// context.tlb_gen: bumped by every flush request.
+    pub tlb_gen: u64,
+    /// context.next_trim_cpumask (ns): see should_trim_cpumask().
+    pub next_trim_cpumask: Ns,
+    /// mm->tlb_flush_batched: deferred (batched) unmaps recorded by set_tlb_ubc_flush_pending()
+    /// and those acknowledged by flush_tlb_batched_pending(). Pending != flushed means a reclaim
+    /// may still have stale TLB entries out for this mm.
+    pub tlb_flush_batched_pending: u32,
+    pub tlb_flush_batched_flushed: u32,
+    /// Tasks using this mm (mm_users).
+    pub users: u32,
+    /// mmap_base for top-down allocation (vpn).
+    pub mmap_base: u64,
+    /// Named regions of the op language: name → (start vpn, pages).
+    pub regions: BTreeMap<String, (u64, u64)>,
+    pub rss_anon: u64,
+    pub rss_file: u64,
+    pub nr_ptes: u64,
+}
+
+/// A small fixed bitmap of CPUs (cpumask_t).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuMask(pub Vec<u64>);
+
+impl CpuMask {
+    pub fn new(ncpus: usize) -> Self {
+        CpuMask(vec![0; ncpus.div_ceil(64)])
+    }
+    #[inline]
+    pub fn set(&mut self, c: CpuId) {
+        self.0[c.0 as usize / 64] |= 1 << (c.0 % 64);
+    }
+    #[inline]
+    pub fn clear(&mut self, c: CpuId) {
+        self.0[c.0 as usize / 64] &= !(1 << (c.0 % 64));
+    }
+    #[inline]
+    pub fn test(&self, c: CpuId) -> bool {
+        self.0[c.0 as usize / 64] & (1 << (c.0 % 64)) != 0
+    }
+    pub fn or(&mut self, o: &CpuMask) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a |= *b;
+        }
+    }
+    pub fn clear_all(&mut self) {
+        self.0.iter_mut().for_each(|w| *w = 0);
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+    /// cpumask_any_but(): is there a CPU other than `c` in the mask?
+    pub fn any_but(&self, c: CpuId) -> bool {
+        self.iter().any(|x| x != c)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
+        self.0.iter().enumerate().flat_map(|(i, &w)| {
+            (0..64).filter(move |b| w & (1 << b) != 0).map(move |b| CpuId((i * 64 + b) as u32))
+        })
+    }
+}
+
+/// A file (inode) with its page cache (address_space): pgoff → frame.
+#[derive(Clone, Debug)]
+pub struct File {
+    pub name: String,
+    pub pages: Vec<Option<Pfn>>,
+    /// i_mmap: (mm, vma start) of every VMA mapping this file.
+    pub i_mmap: Vec<(MmId, u64)>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct AnonVma {
+    /// mms whose VMAs may map pages of this anon_vma (the anon_vma_chain, flattened).
+    pub mms: Vec<MmId>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskState {
+    /// On a runqueue or running.
+    Runnable,
+    /// Blocked until an event (sleep timer, child exit, release).
+    Blocked,
+    /// Busy in user mode until the given time, needing no steps (a spin loop).
+    Spinning(Ns),
+    Dead,
+}
+
+#[derive(Debug)]
+pub struct Task {
+    pub tid: Tid,
+    /// Thread-group id: index of the process in the workload.
+    pub tgid: u32,
+    pub mm: Option<MmId>,
+    pub cpu: CpuId,
+    pub affinity: Option<CpuId>,
+    pub state: TaskState,
+    pub prog: Option<Box<Program>>,
+    /// Whether the run waits for this task (daemon `spin`/`sleep` forever tasks do not count).
+    pub counts_for_completion: bool,
+    pub parent: Option<Tid>,
+    pub children: Vec<Tid>,
+    /// Waiting in `reap` for the children to exit.
+    pub waiting_for_children: bool,
+    pub slice_end: Ns,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuStats {
+    pub user_ns: Ns,
+    pub sys_ns: Ns,
+    pub irq_ns: Ns,
+    /// irq_tlb_count: the TLB line of /proc/interrupts.
+    pub irq_tlb_count: u64,
+    pub dtlb_load_misses: u64,
+    pub dtlb_store_misses: u64,
+    pub itlb_misses: u64,
+    pub dtlb_loads: u64,
+    pub dtlb_stores: u64,
+    /// tlb:tlb_flush tracepoint hits on this CPU.
+    pub tlb_flush_events: u64,
+    pub context_switches: u64,
+    pub page_walks: u64,
+}
+
+#[derive(Debug)]
+pub struct Cpu {
+    pub id: CpuId,
+    pub node: NodeId,
+    /// Time up to which this CPU's work has been simulated.
+    pub clock: Ns,
+    pub current: Option<Tid>,
+    pub runqueue: VecDeque<Tid>,
+    pub tlb: CpuTlb,
+    pub tlbstate: TlbState,
+    pub stats: CpuStats,
+    /// Queued in the event heap (running a task that needs steps).
+    pub scheduled: bool,
+}
+
+/// Typed cost and kernel parameters, derived once from the [`Config`].
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub access_ns: f64,
+    pub stlb_hit_ns: f64,
+    pub walk_base_ns: f64,
+    pub walk_pte_miss_fraction: f64,
+    pub syscall_ns: f64,
+    pub fault_ns: f64,
+    pub pte_update_ns: f64,
+    pub page_alloc_ns: f64,
+    pub clear_page_ns: f64,
+    pub copy_page_ns: f64,
+    pub vma_op_ns: f64,
+    pub fork_ns: f64,
+    pub exit_ns: f64,
+    pub context_switch_ns: f64,
+    pub invlpg_ns: f64,
+    pub flush_full_ns: f64,
+    pub ipi_send_ns: f64,
+    pub ipi_deliver_ns: f64,
+    pub ipi_handle_ns: f64,
+    pub block_read_ns: f64,
+    pub block_write_ns: f64,
+    /// `access_ns` and `access_ns + stlb_hit_ns` rounded to whole ns for the TLB-hit fast path.
+    pub hit_l1_ns: Ns,
+    pub hit_stlb_ns: Ns,
+    pub local_latency_ns: f64,
+    pub remote_latency_ns: f64,
+    pub cpuless_latency_ns: f64,
+    pub tlb_single_page_flush_ceiling: u64,
+    pub lazy_tlb: bool,
+    /// 0: clear the mm_cpumask bit at switch_mm (before 6.14); else trim interval.
+    pub mm_cpumask_trim_ns: Ns,
+    pub slice_ns: Ns,
+    pub pcid: bool,
+    pub mmu_gather_batch_pages: u64,
+    /// CONFIG_PT_RECLAIM: MADV_DONTNEED frees wholly zapped PTE tables.
+    pub pt_reclaim: bool,
+    pub max_sim_ns: Ns,
+}
+
+impl Params {
+    pub fn from_config(c: &Config) -> Params {
+        let preset = c.str("kernel.preset");
+        let trim_ms = match c.int("kernel.mm_cpumask_trim_ms") {
+            -1 => crate::config::presets::mm_cpumask_trim_ms(&preset),
+            v => v as u64,
+        };
+        let pcid = c.bool("machine.tlb.pcid") && crate::config::presets::uses_pcid(&preset);
+        Params {
+            access_ns: c.float("cost.access_ns"),
+            stlb_hit_ns: c.float("cost.stlb_hit_ns"),
+            walk_base_ns: c.float("cost.walk_base_ns"),
+            walk_pte_miss_fraction: c.float("cost.walk_pte_miss_fraction"),
+            syscall_ns: c.float("cost.syscall_ns"),
+            fault_ns: c.float("cost.fault_ns"),
+            pte_update_ns: c.float("cost.pte_update_ns"),
+            page_alloc_ns: c.float("cost.page_alloc_ns"),
+            clear_page_ns: PAGE_SIZE as f64 / c.float("cost.clear_page_bytes_per_ns"),
+            copy_page_ns: PAGE_SIZE as f64 / c.float("cost.copy_page_bytes_per_ns"),
+            vma_op_ns: c.float("cost.vma_op_ns"),
+            fork_ns: c.float("cost.fork_ns"),
+            exit_ns: c.float("cost.exit_ns"),
+            context_switch_ns: c.float("cost.context_switch_ns"),
+            invlpg_ns: c.float("cost.invlpg_ns"),
+            flush_full_ns: c.float("cost.flush_full_ns"),
+            ipi_send_ns: c.float("cost.ipi_send_ns"),
+            ipi_deliver_ns: c.float("cost.ipi_deliver_ns"),
+            ipi_handle_ns: c.float("cost.ipi_handle_ns"),
+            block_read_ns: c.float("cost.block_read_4k_ns"),
+            block_write_ns: c.float("cost.block_write_4k_ns"),
+            hit_l1_ns: c.float("cost.access_ns").round() as Ns,
+            hit_stlb_ns: (c.float("cost.access_ns") + c.float("cost.stlb_hit_ns")).round() as Ns,
+            local_latency_ns: c.float("machine.local_latency_ns"),
+            remote_latency_ns: c.float("machine.remote_latency_ns"),
+            cpuless_latency_ns: c.float("machine.cpuless_latency_ns"),
+            tlb_single_page_flush_ceiling: c.int("kernel.tlb_single_page_flush_ceiling") as u64,
+            lazy_tlb: c.bool("kernel.lazy_tlb"),
+            mm_cpumask_trim_ns: trim_ms * 1_000_000,
+            slice_ns: 1_000_000_000 / c.int("kernel.hz") as u64,
+            pcid,
+            mmu_gather_batch_pages: c.int("kernel.mmu_gather_batch_pages") as u64,
+            pt_reclaim: match c.str("kernel.pt_reclaim").as_str() {
+                "on" => true,
+                "off" => false,
+                _ => crate::config::presets::version(&preset) >= (6, 14),
+            },
+            max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
+        }
+    }
+}
+
+/// The whole simulated system.
+pub struct Sim {
+    pub p: Params,
+    pub cfg: Config,
+    pub cpus: Vec<Cpu>,
+    pub nodes: Vec<Node>,
+    pub frames: Vec<Frame>,
+    pub mms: Vec<Option<Mm>>,
+    pub tasks: Vec<Task>,
+    pub files: Vec<File>,
+    pub anon_vmas: Vec<AnonVma>,
+    pub vmstat: VmStat,
+    pub events: EventQueue,
+    pub prng: Prng,
+    pub next_ctx_id: u64,
+    pub zero_pfn: Pfn,
+    /// Latency (ns) from a CPU's node to each node: `node_latency[cpu_node][mem_node]`.
+    pub node_latency: Vec<Vec<f64>>,
+    /// Runtime errors of the workload (a segfault in an op program), reported after the run.
+    pub workload_errors: Vec<String>,
+    pub oom_events: u64,
+    /// Simulated time at which the run ended.
+    pub end_ns: Ns,
+    /// The CPU whose steps the event loop is running now.
+    pub running_cpu: Option<CpuId>,
+    /// Tasks the run still waits for (counts_for_completion and not dead).
+    pub live_tasks: u32,
+}
+
+pub const NO_PFN: u32 = u32::MAX;
+
+impl Sim {
+    pub fn new(cfg: &Config) -> Sim {
+        let p = Params::from_config(cfg);
+        let ncpus = cfg.int("machine.cpus") as usize;
+        let nnodes = cfg.int("machine.nodes") as usize;
+        let sockets = cfg.int("machine.sockets") as usize;
+        let cpuless = cfg.int("machine.cpuless_nodes") as usize;
+        let mem_pages = (cfg.int("machine.mem_per_node_mib") as u64 * 256) as u32;
+        let cpuless_pages = (cfg.int("machine.cpuless_mem_mib") as u64 * 256) as u32;
+        let mut nodes = Vec::new();
+        let mut start = 0u32;
+        for n in 0..nnodes + cpuless {
+            let has_cpus = n < nnodes;
+            let nr = if has_cpus { mem_pages } else { cpuless_pages };
+            // Free list LIFO: lowest pfn handed out first.
+            let free = (start..start + nr).rev().map(Pfn).collect();
+            nodes.push(Node { id: NodeId(n as u32), start_pfn: start, nr_pages: nr, has_cpus, free });
+            start += nr;
+        }
+        let mut frames = vec![Frame { flags: pg::FREE, ..Default::default() }; start as usize];
+        for n in &nodes {
+            for f in &mut frames[n.start_pfn as usize..(n.start_pfn + n.nr_pages) as usize] {
+                f.node = n.id.0 as u16;
+            }
+        }
+        let _ = sockets; // sockets group nodes for reports; latency is local vs remote per node.
+        let node_latency = (0..nodes.len())
+            .map(|from| {
+                (0..nodes.len())
+                    .map(|to| {
+                        if to >= nnodes {
+                            p.cpuless_latency_ns
+                        } else if from == to {
+                            p.local_latency_ns
+                        } else {
+                            p.remote_latency_ns
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        let geom = TlbGeometry {
+            l1d_4k: (cfg.int("machine.tlb.l1d_4k_entries") as usize, cfg.int("machine.tlb.l1d_4k_ways") as usize),
+            l1d_2m: (cfg.int("machine.tlb.l1d_2m_entries") as usize, cfg.int("machine.tlb.l1d_2m_ways") as usize),
+            l1i_4k: (cfg.int("machine.tlb.l1i_4k_entries") as usize, cfg.int("machine.tlb.l1i_4k_ways") as usize),
+            l1i_2m: (cfg.int("machine.tlb.l1i_2m_entries") as usize, cfg.int("machine.tlb.l1i_2m_ways") as usize),
+            stlb: (cfg.int("machine.tlb.stlb_entries") as usize, cfg.int("machine.tlb.stlb_ways") as usize),
+        };
+        let cpus_per_node = ncpus / nnodes;
+        let cpus = (0..ncpus)
+            .map(|i| Cpu {
+                id: CpuId(i as u32),
+                node: NodeId((i / cpus_per_node) as u32),
+                clock: 0,
+                current: None,
+                runqueue: VecDeque::new(),
+                tlb: CpuTlb::new(&geom),
+                tlbstate: TlbState::new(),
+                stats: CpuStats::default(),
+                scheduled: false,
+            })
+            .collect();
+        let mut sim = Sim {
+            p,
+            cfg: cfg.clone(),
+            cpus,
+            nodes,
+            frames,
+            mms: Vec::new(),
+            tasks: Vec::new(),
+            files: Vec::new(),
+            anon_vmas: Vec::new(),
+            vmstat: VmStat::default(),
+            events: EventQueue::default(),
+            prng: Prng::new(cfg.int("run.seed") as u64),
+            next_ctx_id: 1,
+            zero_pfn: Pfn(0),
+            node_latency,
+            workload_errors: Vec::new(),
+            oom_events: 0,
+            end_ns: 0,
+            running_cpu: None,
+            live_tasks: 0,
+        };
+        // The shared zero page (ZERO_PAGE(0)), never freed.
+        let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");
+        sim.frames[z.0 as usize].flags |= pg::ZERO;
+        sim.zero_pfn = z;
+        sim
+    }
+
+    #[inline]
+    pub fn mm(&self, id: MmId) -> &Mm {
+        self.mms[id.0 as usize].as_ref().expect("simulator bug: dead mm")
+    }
+    #[inline]
+    pub fn mm_mut(&mut self, id: MmId) -> &mut Mm {
+        self.mms[id.0 as usize].as_mut().expect("simulator bug: dead mm")
+    }
+    #[inline]
+    pub fn frame(&self, pfn: Pfn) -> &Frame {
+        &self.frames[pfn.0 as usize]
+    }
+    #[inline]
+    pub fn frame_mut(&mut self, pfn: Pfn) -> &mut Frame {
+        &mut self.frames[pfn.0 as usize]
+    }
+    pub fn task(&self, t: Tid) -> &Task {
+        &self.tasks[t.0 as usize]
+    }
+    pub fn task_mut(&mut self, t: Tid) -> &mut Task {
+        &mut self.tasks[t.0 as usize]
+    }
+
+    /// Charge kernel time to a CPU (and the task running there).
+    #[inline]
+    pub fn charge_sys(&mut self, cpu: CpuId, ns: f64) {
+        let ns = ns.round() as Ns;
+        let c = &mut self.cpus[cpu.0 as usize];
+        c.clock += ns;
+        c.stats.sys_ns += ns;
+    }
+
+    #[inline]
+    pub fn charge_user(&mut self, cpu: CpuId, ns: f64) {
+        self.charge_user_ns(cpu, ns.round() as Ns);
+    }
+
+    /// The hot path's charge: whole nanoseconds, per-CPU accounting only.
+    #[inline]
+    pub fn charge_user_ns(&mut self, cpu: CpuId, ns: Ns) {
+        let c = &mut self.cpus[cpu.0 as usize];
+        c.clock += ns;
+        c.stats.user_ns += ns;
+    }
+
+    pub fn now(&self, cpu: CpuId) -> Ns {
+        self.cpus[cpu.0 as usize].clock
+    }
+
+    /// The node whose memory is local to a CPU.
+    pub fn cpu_node(&self, cpu: CpuId) -> NodeId {
+        self.cpus[cpu.0 as usize].node
+    }
+
+    pub fn pfn_node(&self, pfn: Pfn) -> NodeId {
+        NodeId(self.frames[pfn.0 as usize].node as u32)
+    }
+}

@@ -1,0 +1,32 @@
+//! Workloads: the op language for microbenchmarks ([`ops`]) and the synthetic access generator
+//! ([`synth`]). A [`Program`] is one task's position in its workload.
+pub mod ops;
+pub mod synth;
+
+use std::sync::Arc;
+
+use crate::types::Ns;
+
+#[derive(Debug)]
+pub enum Body {
+    Ops { prog: Arc<Vec<ops::OpLine>>, pc: usize, loops: Vec<(usize, u64)>, cursor: u64 },
+    Synth(synth::SynthState),
+}
+
+#[derive(Debug)]
+pub struct Program {
+    pub body: Body,
+    /// Scenario file, for runtime error messages.
+    pub file: String,
+    /// A forked child waiting in `WaitReap` has been released by its parent.
+    pub released: bool,
+}
+
+/// What a task does after one step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepResult {
+    Continue,
+    Block(Option<Ns>),
+    Spin(Ns),
+    Exit,
+}

@@ -1,0 +1,65 @@
+//! The synthetic access generator (modelled on pmbench): processes x threads over one anonymous
+//! working set per process, pattern uniform / normal / sequential, a read/write ratio, and an
+//! instruction footprint walked for the iTLB.
+
+use crate::engine::prng::Prng;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pattern {
+    Uniform,
+    Normal,
+    Sequential,
+}
+
+#[derive(Clone, Debug)]
+pub struct SynthState {
+    pub region: (u64, u64),
+    pub text: (u64, u64),
+    pub prng: Prng,
+    pub remaining: u64,
+    pub pattern: Pattern,
+    pub read_pct: u64,
+    pub sigma: f64,
+    pub fetches_per_access: f64,
+    pub fetch_acc: f64,
+    pub text_cursor: u64,
+    pub seq_cursor: u64,
+}
+
+impl SynthState {
+    /// The next data access: (page index in the region, write?).
+    #[inline(always)]
+    pub fn next_access(&mut self) -> (u64, bool) {
+        let pages = self.region.1;
+        let page = match self.pattern {
+            Pattern::Uniform => self.prng.below(pages),
+            Pattern::Sequential => {
+                let p = self.seq_cursor;
+                self.seq_cursor = (self.seq_cursor + 1) % pages;
+                p
+            }
+            Pattern::Normal => {
+                let x = pages as f64 / 2.0 + self.prng.normal() * self.sigma;
+                (x.max(0.0) as u64).min(pages - 1)
+            }
+        };
+        let write = self.prng.below(100) >= self.read_pct;
+        (page, write)
+    }
+
+    /// Whether an instruction-page fetch precedes this access, and which text page.
+    #[inline]
+    pub fn next_fetch(&mut self) -> Option<u64> {
+        if self.text.1 == 0 || self.fetches_per_access <= 0.0 {
+            return None;
+        }
+        self.fetch_acc += self.fetches_per_access;
+        if self.fetch_acc < 1.0 {
+            return None;
+        }
+        self.fetch_acc -= 1.0;
+        let p = self.text_cursor;
+        self.text_cursor = (self.text_cursor + 1) % self.text.1;
+        Some(p)
+    }
+}

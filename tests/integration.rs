@@ -1,0 +1,230 @@
+//! The one integration-test binary (see README "Tests"): smoke and determinism, scenario errors,
+//! the x86 flush baseline's behaviour, and agreement with the host kernel.
+
+use std::process::Command;
+
+use mmsim::config::{Config, Origin, ThreadSpec};
+use mmsim::report::Report;
+use mmsim::sim::Sim;
+use mmsim::validate::case::{Case, Op, Remote};
+
+fn mmsim() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_mmsim"))
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mmsim-it-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Run op programs (one per thread: (cpu, ops)) on a 2..N-CPU machine; return the finished sim.
+fn run_ops(cpus: usize, threads: &[(u32, &str)], sets: &[&str]) -> Sim {
+    let origin = Origin { file: "<test>".into(), line: 1 };
+    let threads = threads.iter().map(|&(cpu, ops)| ThreadSpec { process: 0, cpu: Some(cpu), ops: ops.into(), ops_origin: origin.clone() }).collect();
+    let mut sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("machine.cpus={cpus}"));
+    let cfg = Config::with_threads(&sets, threads).unwrap();
+    let mut sim = Sim::build(&cfg).unwrap();
+    sim.run(|_| {});
+    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
+    sim
+}
+
+fn shootdowns(sim: &Sim) -> u64 {
+    sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum()
+}
+
+// ---------------------------------------------------------------- smoke and determinism
+
+#[test]
+fn every_shipped_scenario_runs_and_is_byte_identical_twice() {
+    let d = tmpdir("det");
+    for entry in std::fs::read_dir("scenarios").unwrap() {
+        let path = entry.unwrap().path();
+        let mut outs = Vec::new();
+        for i in 0..2 {
+            let json = d.join(format!("r{i}.json"));
+            let o = mmsim().arg("run").arg(&path).arg("--json").arg(&json).output().unwrap();
+            assert!(o.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&o.stderr));
+            outs.push((o.stdout, std::fs::read(&json).unwrap()));
+        }
+        assert_eq!(outs[0], outs[1], "{} is not deterministic", path.display());
+        let v: serde_json::Value = serde_json::from_slice(&outs[0].1).unwrap();
+        for key in ["seed", "counters", "per_cpu", "time"] {
+            assert!(v.get(key).is_some(), "{}: JSON lacks {key}", path.display());
+        }
+        assert!(v["per_cpu"]["tlb_shootdowns"].is_array());
+        assert!(v["time"]["elapsed_ns"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn a_different_seed_changes_a_random_workload() {
+    let a = mmsim().args(["run", "scenarios/pmbench-uniform.toml", "--only", "perf", "--set", "workload.accesses_per_thread=20000"]).output().unwrap();
+    let b = mmsim().args(["run", "scenarios/pmbench-uniform.toml", "--only", "perf", "--set", "workload.accesses_per_thread=20000", "--set", "run.seed=8"]).output().unwrap();
+    assert!(a.status.success() && b.status.success());
+    assert_ne!(a.stdout, b.stdout);
+}
+
+// ---------------------------------------------------------------- scenario errors
+
+fn run_bad(text: &str, sets: &[&str]) -> (i32, String) {
+    let d = tmpdir("bad");
+    let p = d.join("bad.toml");
+    std::fs::write(&p, text).unwrap();
+    let o = mmsim().arg("run").arg(&p).args(sets.iter().flat_map(|s| ["--set", s])).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).replace(&p.display().to_string(), "bad.toml");
+    (o.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn misspelt_key_is_one_line_naming_file_line_key_exit_2() {
+    let (code, err) = run_bad("[machine]\ncpus = 2\nmem_per_nod_mib = 64\n", &[]);
+    assert_eq!(code, 2);
+    assert_eq!(err, "mmsim: bad.toml:3: machine.mem_per_nod_mib: unknown key (did you mean 'machine.mem_per_node_mib'?)\n");
+}
+
+#[test]
+fn negative_memory_and_zero_cpus_are_errors_not_panics() {
+    let (code, err) = run_bad("[machine]\nmem_per_node_mib = -64\n", &[]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("mmsim: bad.toml:2: machine.mem_per_node_mib: -64 is out of range"), "{err}");
+    assert_eq!(err.lines().count(), 1);
+    let (code, err) = run_bad("[[workload.thread]]\nops = \"spin 1us\"\n", &["machine.cpus=0"]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("mmsim: --set:1: machine.cpus: 0 is out of range"), "{err}");
+}
+
+#[test]
+fn op_program_errors_name_the_scenario_line() {
+    let (code, err) = run_bad("[[workload.thread]]\nops = \"\"\"\nmmap a 4\ntuch a write\n\"\"\"\n", &[]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("mmsim: bad.toml:4: workload.thread.ops: unknown op 'tuch'"), "{err}");
+}
+
+// ---------------------------------------------------------------- the x86 flush baseline
+
+/// flush_tlb_mm_range(): up to tlb_single_page_flush_ceiling (33) pages are INVLPG'd one by one,
+/// above it the whole ASID is flushed.
+#[test]
+fn single_page_flush_ceiling_decides_range_versus_full() {
+    // One more full local flush comes from exit_mmap() when the process exits.
+    for (pages, one, all) in [(33u64, 33u64, 1u64), (34, 0, 2)] {
+        let ops = format!("mmap a {pages}\ntouch a write\nmunmap a\n");
+        let sim = run_ops(2, &[(0, &ops)], &[]);
+        let v = |e| sim.vmstat.get(e);
+        use mmsim::mm::vmstat::VmEvent::*;
+        assert_eq!((v(NR_TLB_LOCAL_FLUSH_ONE), v(NR_TLB_LOCAL_FLUSH_ALL)), (one, all), "{pages} pages");
+    }
+}
+
+/// native_flush_tlb_multi(): a CPU running the mm gets the IPI; a lazy (idle) one is skipped and
+/// catches up at switch_mm.
+#[test]
+fn lazy_cpus_are_skipped_and_catch_up_when_they_return() {
+    let main = "mmap a 8\ntouch a write\nloop 10\nmprotect a r\nmprotect a rw\nend\n";
+    let spin = run_ops(2, &[(0, main), (1, "spin forever")], &[]);
+    assert_eq!(shootdowns(&spin), 20);
+    let sleep = run_ops(2, &[(0, main), (1, "sleep forever")], &[]);
+    assert_eq!(shootdowns(&sleep), 0);
+    // The sleeper wakes after the flushes and must not see stale entries: it touched the pages
+    // before sleeping (TLB filled), then after waking its TLB must match the page table.
+    let sim = run_ops(2, &[(0, "sleep 50us\nmprotect a r\n"), (1, "mmap a 8\ntouch a write\nsleep 100us\ntouch a read\nspin forever\n")], &[]);
+    assert_eq!(shootdowns(&sim), 0, "the flush happened while CPU 1 was lazy");
+    assert_no_stale_entries(&sim);
+}
+
+/// No CPU that is up to date with an mm (its ASID's tlb_gen equals mm.tlb_gen) holds an entry
+/// that disagrees with the page table: the invariant flush_tlb_func's early returns rely on.
+fn assert_no_stale_entries(sim: &Sim) {
+    for cpu in &sim.cpus {
+        let st = &cpu.tlbstate;
+        let Some(mm) = st.loaded_mm else { continue };
+        if st.is_lazy {
+            continue;
+        }
+        let Some(m) = sim.mms[mm.0 as usize].as_ref() else { continue };
+        let asid = st.loaded_mm_asid;
+        assert_eq!(st.ctxs[asid as usize].tlb_gen, m.tlb_gen, "cpu {} runs mm behind its generation", cpu.id);
+        for e in cpu.tlb.entries() {
+            if mmsim::hw::tlb::tag_asid(e.tag) != asid {
+                continue;
+            }
+            let vpn = e.tag & ((1 << 39) - 1);
+            let pte = m.pgtable.get(vpn);
+            assert!(pte.present() && pte.pfn() == e.pfn, "cpu {}: stale entry for {:#x}", cpu.id, vpn << 12);
+            if e.flags & mmsim::hw::tlb::F_WRITE != 0 {
+                assert!(pte.write(), "cpu {}: writable entry for read-only pte {:#x}", cpu.id, vpn << 12);
+            }
+        }
+    }
+}
+
+/// munmap frees page tables wholly inside the hole (free_pgtables floor/ceiling); then even lazy
+/// CPUs are IPI'd (freed_tables), once: they switch to init_mm and the next flush trims them.
+#[test]
+fn freeing_page_tables_reaches_lazy_cpus() {
+    // The region sits between two PROT_NONE neighbours, 2 MiB-aligned.
+    let ops = |pages: u32| format!("mmap lo 512 prot=none at=0x7e0000000000\nmmap hi 512 prot=none at={:#x}\nmmap a {pages} at=0x7e0000200000\ntouch a write\nmunmap a\nsleep 1us\n", 0x7e0000200000u64 + (pages as u64) * 4096);
+    let small = run_ops(2, &[(0, &ops(16)), (1, "sleep forever")], &[]);
+    assert_eq!(shootdowns(&small), 0, "a PTE table shared with a neighbour stays");
+    let big = run_ops(2, &[(0, &ops(512)), (1, "sleep forever")], &[]);
+    assert_eq!(shootdowns(&big), 1, "the 2 MiB block's PTE table is freed: the lazy CPU is IPI'd");
+    // Twice: the first request moves the lazy CPU to init_mm, the second trims it from the mask.
+    let twice = format!("{}{}", ops(512), ops(512).lines().skip(2).collect::<Vec<_>>().join("\n"));
+    let sim = run_ops(2, &[(0, &twice), (1, "sleep forever")], &[]);
+    assert_eq!(shootdowns(&sim), 2);
+    assert!(!sim.mms[0].as_ref().unwrap().cpumask.test(mmsim::types::CpuId(1)), "CPU 1 left the mask");
+}
+
+/// Validation cases whose figure follows from the kernel paths (see docs/host-findings.md).
+#[test]
+fn validation_cases_follow_the_kernel_paths() {
+    let per_op = |op, pages, remote| mmsim::validate::sim::run(&Case { op, pages, iters: 20, remote }, 2).unwrap().0;
+    assert_eq!(per_op(Op::Mprotect, 16, Remote::Spin), 2.0, "one flush per mprotect call");
+    assert_eq!(per_op(Op::MadvDontneed, 1024, Remote::Spin), 1.0, "one mmu_gather flush");
+    // Per PTE table t: flush_tlb_batched_pending() + one batch flush per 31 folios freed.
+    assert_eq!(per_op(Op::MadvPageout, 16, Remote::Spin), 2.0);
+    assert_eq!(per_op(Op::MadvPageout, 32, Remote::Spin), 3.0);
+    assert_eq!(per_op(Op::MadvPageout, 512, Remote::Spin), 18.0);
+    assert_eq!(per_op(Op::MadvPageout, 513, Remote::Spin), 20.0);
+    assert_eq!(per_op(Op::ForkCow, 16, Remote::Spin), 17.0, "dup_mmap flush + one ptep_clear_flush per COW");
+    for op in Op::ALL {
+        assert_eq!(per_op(op, 16, Remote::None), 0.0, "{op}: single-threaded mm, no IPI");
+        assert_eq!(per_op(op, 16, Remote::Sleep), 0.0, "{op}: lazy CPU skipped");
+    }
+}
+
+#[test]
+fn time_accounting_adds_up() {
+    let sim = run_ops(2, &[(0, "mmap a 64\nloop 50\ntouch a write\nmadvise a dontneed\nend\n"), (1, "spin forever")], &[]);
+    let r = Report::from_sim(&sim, mmsim::run::Outcome::Completed);
+    assert!(r.time.sys_ns > 0 && r.time.user_ns > 0);
+    // CPU 1 spun for the whole run apart from its interrupts.
+    let c1 = &sim.cpus[1].stats;
+    assert!(c1.user_ns + c1.irq_ns >= sim.end_ns - 2_000, "{} + {} vs {}", c1.user_ns, c1.irq_ns, sim.end_ns);
+    assert_eq!(c1.irq_tlb_count, 50);
+}
+
+// ---------------------------------------------------------------- agreement with the host
+
+/// `mmsim validate` over the whole matrix against this machine's kernel. Skipped (with a
+/// message) where the host cannot measure: not Linux, one CPU, or no TLB line.
+#[test]
+fn validate_agrees_with_the_host_kernel() {
+    if let Err(e) = mmsim::validate::host::probe() {
+        eprintln!("skipped: this host cannot be measured: {e}");
+        return;
+    }
+    let d = tmpdir("validate");
+    let json = d.join("v.json");
+    let o = mmsim().arg("validate").arg("--json").arg(&json).output().unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    eprintln!("{table}");
+    assert!(o.status.success(), "validate disagrees (exit {:?}):\n{table}\n{}", o.status.code(), String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), mmsim::validate::matrix().len());
+    assert!(cases.iter().all(|c| c["agree"] == true));
+}
