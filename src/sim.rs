@@ -243,6 +243,7 @@ pub struct CpuStats {
 pub struct Cpu {
     pub id: CpuId,
     pub node: NodeId,
+    pub socket: u32,
     /// Time up to which this CPU's work has been simulated.
     pub clock: Ns,
     pub current: Option<Tid>,
@@ -365,6 +366,8 @@ pub struct Sim {
     pub zero_pfn: Pfn,
     /// Latency (ns) from a CPU's node to each node: `node_latency[cpu_node][mem_node]`.
     pub node_latency: Vec<Vec<f64>>,
+    /// Bandwidth (bytes/ns = GB/s) from a CPU's node to each node, for page clears and copies.
+    pub node_bandwidth: Vec<Vec<f64>>,
     /// Runtime errors of the workload (a segfault in an op program), reported after the run.
     pub workload_errors: Vec<String>,
     pub oom_events: u64,
@@ -403,7 +406,6 @@ impl Sim {
                 f.node = n.id.0 as u16;
             }
         }
-        let _ = sockets; // sockets group nodes for reports; latency is local vs remote per node.
         let node_latency = (0..nodes.len())
             .map(|from| {
                 (0..nodes.len())
@@ -419,6 +421,10 @@ impl Sim {
                     .collect()
             })
             .collect();
+        let (lbw, rbw, cbw) = (cfg.float("machine.local_bandwidth_gbps"), cfg.float("machine.remote_bandwidth_gbps"), cfg.float("machine.cpuless_bandwidth_gbps"));
+        let node_bandwidth = (0..nodes.len())
+            .map(|from| (0..nodes.len()).map(|to| if to >= nnodes { cbw } else if from == to { lbw } else { rbw }).collect())
+            .collect();
         let geom = TlbGeometry {
             l1d_4k: (cfg.int("machine.tlb.l1d_4k_entries") as usize, cfg.int("machine.tlb.l1d_4k_ways") as usize),
             l1d_2m: (cfg.int("machine.tlb.l1d_2m_entries") as usize, cfg.int("machine.tlb.l1d_2m_ways") as usize),
@@ -427,10 +433,12 @@ impl Sim {
             stlb: (cfg.int("machine.tlb.stlb_entries") as usize, cfg.int("machine.tlb.stlb_ways") as usize),
         };
         let cpus_per_node = ncpus / nnodes;
+        let cpus_per_socket = ncpus / sockets;
         let cpus = (0..ncpus)
             .map(|i| Cpu {
                 id: CpuId(i as u32),
                 node: NodeId((i / cpus_per_node) as u32),
+                socket: (i / cpus_per_socket) as u32,
                 clock: 0,
                 current: None,
                 runqueue: VecDeque::new(),
@@ -456,6 +464,7 @@ impl Sim {
             next_ctx_id: 1,
             zero_pfn: Pfn(0),
             node_latency,
+            node_bandwidth,
             workload_errors: Vec::new(),
             oom_events: 0,
             end_ns: 0,

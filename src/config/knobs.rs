@@ -48,7 +48,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("run.max_sim_ms", int(1, 1 << 40), "60000", "ms", "Stop the run when simulated time passes this (a liveness bound).", "-"),
     // ---- machine ----
     knob!("machine.cpus", int(1, 4096), "2", "", "Online CPUs.", "-"),
-    knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs are split evenly, and each socket has machine.nodes/machine.sockets nodes.", "-"),
+    knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs and nodes are split evenly. A cross-socket IPI pays 2 x (remote - local latency) more delivery time.", "-"),
     knob!("machine.nodes", int(1, 64), "1", "", "NUMA nodes with CPUs (CPUs are split evenly over them).", "-"),
     knob!("machine.mem_per_node_mib", int(1, 1 << 24), "1024", "MiB", "Memory on each node with CPUs.", "-"),
     knob!("machine.cpuless_nodes", int(0, 64), "0", "", "Memory-only nodes (CXL, PMEM) without CPUs.", "-"),
@@ -58,6 +58,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("machine.cpuless_latency_ns", float(1.0, 1e6), "250", "ns", "Load latency to a memory-only (CXL) node.", "CXL type-3 expanders: 170-250 ns (Sun et al., MICRO'23)"),
     knob!("machine.local_bandwidth_gbps", float(0.1, 1e4), "20", "GB/s", "Per-node memory bandwidth available to page copies and clears.", "single-thread memcpy on DDR4/DDR5 servers: 10-25 GB/s"),
     knob!("machine.remote_bandwidth_gbps", float(0.1, 1e4), "12", "GB/s", "Bandwidth of a page copy across nodes.", "UPI/Infinity Fabric single-stream copy"),
+    knob!("machine.cpuless_bandwidth_gbps", float(0.1, 1e4), "8", "GB/s", "Bandwidth to a memory-only (CXL) node.", "CXL x8 type-3 expander, single stream (Sun et al., MICRO'23)"),
     knob!("machine.tlb.l1d_4k_entries", int(1, 1 << 16), "64", "", "L1 dTLB entries for 4 KiB pages.", "Intel Skylake..Ice Lake: 64, 4-way; AMD Zen 2/3: 64 fully assoc."),
     knob!("machine.tlb.l1d_4k_ways", int(1, 1 << 16), "4", "", "L1 dTLB associativity (4 KiB).", "Intel SDM / optimisation manual"),
     knob!("machine.tlb.l1d_2m_entries", int(1, 1 << 16), "32", "", "L1 dTLB entries for 2 MiB pages.", "Intel Skylake: 32, 4-way"),

@@ -82,6 +82,14 @@ impl Sim {
         Ok(p)
     }
 
+    /// Time to clear (or copy into) the 4 KiB frame `pfn` from `cpu`: limited by the core's
+    /// clear_page/copy_page speed and by the bandwidth from the CPU to the frame's node.
+    pub fn page_op_ns(&self, cpu: CpuId, pfn: Pfn, copy: bool) -> f64 {
+        let core = if copy { self.p.copy_page_ns } else { self.p.clear_page_ns };
+        let bw = self.node_bandwidth[self.cpu_node(cpu).0 as usize][self.pfn_node(pfn).0 as usize];
+        core.max(PAGE_SIZE as f64 / bw)
+    }
+
     /// `folio_add_new_anon_rmap()` + set_pte_at.
     fn map_new_anon(&mut self, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool) {
         let av = self.anon_vma_prepare(mm, vma_start);
@@ -145,7 +153,7 @@ impl Sim {
             return Ok(());
         }
         let pfn = self.alloc_user_page(cpu)?;
-        self.charge_sys(cpu, self.p.clear_page_ns);
+        self.charge_sys(cpu, self.page_op_ns(cpu, pfn, false));
         self.map_new_anon(mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true);
         Ok(())
     }
@@ -169,7 +177,7 @@ impl Sim {
             let src = self.filemap_fault(cpu, file, pgoff)?;
             let _ = src;
             let pfn = self.alloc_user_page(cpu)?;
-            self.charge_sys(cpu, self.p.copy_page_ns);
+            self.charge_sys(cpu, self.page_op_ns(cpu, pfn, true));
             self.vmstat.count(VmEvent::COW_FAULT);
             self.map_new_anon(mm, vma.start, vpn, pfn, true, true);
             return Ok(());
@@ -238,7 +246,7 @@ impl Sim {
         }
         // wp_page_copy(): new page, copy (or clear for the zero page), ptep_clear_flush, map.
         let new = self.alloc_user_page(cpu)?;
-        self.charge_sys(cpu, if is_zero { self.p.clear_page_ns } else { self.p.copy_page_ns });
+        self.charge_sys(cpu, self.page_op_ns(cpu, new, !is_zero));
         self.vmstat.count(VmEvent::COW_FAULT);
         // ptep_clear_flush(): the old translation must be gone from every TLB before the new PTE.
         self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);

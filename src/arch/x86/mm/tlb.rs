@@ -168,7 +168,9 @@ impl Sim {
                 continue;
             }
             sent += 1;
-            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns).round() as Ns;
+            // A cross-socket IPI and its acknowledgement each pay one interconnect hop more.
+            let hop = if self.cpus[c.0 as usize].socket != self.cpus[cpu.0 as usize].socket { 2.0 * (self.p.remote_latency_ns - self.p.local_latency_ns).max(0.0) } else { 0.0 };
+            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
             let cost = self.remote_flush_tlb_func(c, info, arrive);
             done = done.max(arrive + cost);
         }
