@@ -79,11 +79,35 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
     },
+    /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json")]
+    Reproduce {
+        /// batched-flush, vmacache or hvo.
+        name: String,
+        /// Write {"experiment", "rows": [...]} as JSON (atomically).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
+    /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
+    #[command(subcommand)]
+    Trace(TraceCmd),
     /// List every scenario knob with its default, unit, description and source.
     Knobs {
         /// Print as a Markdown table (docs/knobs.md is generated this way).
         #[arg(long)]
         markdown: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Run CMD ARGS and record its trace: `mmsim trace record --out gcc.trace -- gcc -c x.c`.
+    Record {
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// The command to run, after `--`.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
     },
 }
 
@@ -93,6 +117,8 @@ fn main() -> ExitCode {
         Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
+        Cmd::Reproduce { name, json } => mmsim::reproduce::cli(&name, json),
+        Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));
             ExitCode::SUCCESS

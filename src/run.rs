@@ -28,14 +28,15 @@ impl Sim {
         let mut sim = Sim::new(cfg);
         match cfg.str("workload.kind").as_str() {
             "ops" => sim.build_ops(cfg)?,
-            _ => sim.build_synthetic(cfg),
+            "synthetic" => sim.build_synthetic(cfg),
+            other => sim.build_vma_workload(cfg, other)?,
         }
         Ok(sim)
     }
 
     /// A new process address space with a minimal standard layout: program text (a file mapping
     /// at 0x400000) and a stack below 128 TiB, so unmaps have realistic neighbours.
-    fn new_process_mm(&mut self, cpu: CpuId, tgid: u32, text_pages: u64) -> MmId {
+    pub(crate) fn new_process_mm(&mut self, cpu: CpuId, tgid: u32, text_pages: u64) -> MmId {
         let mm = self.mm_alloc(cpu);
         let exe = self.file_get_or_create(&format!("exe-{tgid}"), text_pages.max(1));
         let text = self.do_mmap(cpu, mm, text_pages.max(1), Prot::Read, false, Backing::File { file: exe, pgoff: 0 }, Some(0x400)).expect("text");
@@ -53,7 +54,7 @@ impl Sim {
         mm
     }
 
-    fn new_task(&mut self, tgid: u32, mm: Option<MmId>, cpu: CpuId, affinity: Option<CpuId>, prog: Program) -> Tid {
+    pub(crate) fn new_task(&mut self, tgid: u32, mm: Option<MmId>, cpu: CpuId, affinity: Option<CpuId>, prog: Program) -> Tid {
         let tid = Tid(self.tasks.len() as u32);
         self.live_tasks += 1;
         if let Some(m) = mm {
@@ -72,6 +73,7 @@ impl Sim {
             children: Vec::new(),
             waiting_for_children: false,
             slice_end: 0,
+            vmacache: Default::default(),
         });
         tid
     }
@@ -234,6 +236,7 @@ impl Sim {
         let r = match &mut prog.body {
             Body::Ops { .. } => self.step_ops(cpu, t, &mut prog),
             Body::Synth(_) => self.step_synth(cpu, t, &mut prog, horizon),
+            Body::Vma(_) => self.step_vma(cpu, t, &mut prog),
         };
         self.tasks[t.0 as usize].prog = Some(prog);
         match r {
@@ -244,7 +247,7 @@ impl Sim {
         }
     }
 
-    fn fault_kill(&mut self, t: Tid, prog: &Program, line: usize, e: FaultError) -> StepResult {
+    pub(crate) fn fault_kill(&mut self, t: Tid, prog: &Program, line: usize, e: FaultError) -> StepResult {
         match e {
             FaultError::Segv(msg) => self.workload_errors.push(format!("{}:{}: task {}: SIGSEGV: {msg}", prog.file, line, t.0)),
             FaultError::Oom => {
@@ -442,7 +445,7 @@ impl Sim {
     }
 
     /// `kernel_clone()` for `fork`: the child gets a COW copy of the mm and waits for `reap`.
-    fn do_fork(&mut self, cpu: CpuId, parent: Tid) -> Result<(), FaultError> {
+    pub(crate) fn do_fork(&mut self, cpu: CpuId, parent: Tid) -> Result<(), FaultError> {
         let pmm = self.task(parent).mm.expect("user task");
         let child_mm = self.dup_mm(cpu, pmm)?;
         let code = Arc::new(vec![ops::OpLine { op: Op::WaitReap, line: 0 }]);

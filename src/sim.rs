@@ -132,6 +132,8 @@ pub struct Mm {
     pub rss_anon: u64,
     pub rss_file: u64,
     pub nr_ptes: u64,
+    /// VMA-lookup state: mmap_cache, vmacache_seqnum (mm/vmacache.rs).
+    pub vma_lookup: crate::mm::vmacache::MmVmaLookup,
 }
 
 /// A small fixed bitmap of CPUs (cpumask_t).
@@ -219,6 +221,8 @@ pub struct Task {
     /// Waiting in `reap` for the children to exit.
     pub waiting_for_children: bool,
     pub slice_end: Ns,
+    /// Per-thread VMA cache (task_struct.vmacache, 3.15-6.0).
+    pub vmacache: crate::mm::vmacache::TaskVmaCache,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -235,6 +239,9 @@ pub struct CpuStats {
     pub dtlb_stores: u64,
     /// tlb:tlb_flush tracepoint hits on this CPU.
     pub tlb_flush_events: u64,
+    /// Function-call IPIs received that are not TLB shootdowns (the CAL line), e.g. kernel-range
+    /// flushes, which Linux does not count on the TLB line.
+    pub irq_call_count: u64,
     pub context_switches: u64,
     pub page_walks: u64,
 }
@@ -377,6 +384,8 @@ pub struct Sim {
     pub running_cpu: Option<CpuId>,
     /// Tasks the run still waits for (counts_for_completion and not dead).
     pub live_tasks: u32,
+    /// HugeTLB pools and vmemmap state (mm/hugetlb.rs, mm/hugetlb_vmemmap.rs).
+    pub hugetlb: crate::mm::hugetlb::Hugetlb,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -470,6 +479,7 @@ impl Sim {
             end_ns: 0,
             running_cpu: None,
             live_tasks: 0,
+            hugetlb: Default::default(),
         };
         // The shared zero page (ZERO_PAGE(0)), never freed.
         let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");

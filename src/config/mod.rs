@@ -6,6 +6,8 @@
 //! they never panic.
 
 pub mod knobs;
+pub mod knobs_hugetlb;
+pub mod knobs_vma;
 pub mod presets;
 
 use std::collections::BTreeMap;
@@ -261,8 +263,7 @@ impl Loader<'_> {
 
 fn unknown_key_msg(key: &str) -> String {
     // Suggest the closest knob (edit distance), as a kernel developer would expect from a CLI.
-    let best = knobs::KNOBS
-        .iter()
+    let best = knobs::all()
         .map(|k| (strsim(key, k.key), k.key))
         .min_by_key(|&(d, _)| d)
         .filter(|&(d, _)| d <= 3);
@@ -432,7 +433,7 @@ impl Config {
 
     /// Every knob with its effective value, for reports (deterministic order).
     pub fn effective(&self) -> Vec<(&'static str, Value)> {
-        knobs::KNOBS.iter().map(|k| (k.key, self.get(k.key))).collect()
+        knobs::all().map(|k| (k.key, self.get(k.key))).collect()
     }
 }
 
@@ -482,7 +483,7 @@ mod tests {
 
     #[test]
     fn every_default_is_valid() {
-        for k in knobs::KNOBS {
+        for k in knobs::all() {
             let v = Config::default_value(k);
             check_value(k, v, &Origin { file: "x".into(), line: 0 }).unwrap_or_else(|e| panic!("{}: {e}", k.key));
         }

@@ -66,6 +66,7 @@ impl Sim {
             rss_anon: 0,
             rss_file: 0,
             nr_ptes: 1,
+            vma_lookup: Default::default(),
         }));
         id
     }

@@ -1,5 +1,7 @@
 //! The core memory-management code, one file per kernel file under mm/.
 pub mod filemap;
+pub mod hugetlb;
+pub mod hugetlb_vmemmap;
 pub mod madvise;
 pub mod memory;
 pub mod mmap;
@@ -8,5 +10,6 @@ pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
+pub mod vmacache;
 pub mod vmscan;
 pub mod vmstat;

@@ -32,6 +32,13 @@ vm_events! {
     NR_TLB_REMOTE_FLUSH_RECEIVED => "nr_tlb_remote_flush_received",
     NR_TLB_LOCAL_FLUSH_ALL => "nr_tlb_local_flush_all",
     NR_TLB_LOCAL_FLUSH_ONE => "nr_tlb_local_flush_one",
+    // VMA lookup (CONFIG_DEBUG_VM_VMACACHE).
+    VMACACHE_FIND_CALLS => "vmacache_find_calls",
+    VMACACHE_FIND_HITS => "vmacache_find_hits",
+    // HugeTLB.
+    HTLB_BUDDY_ALLOC_SUCCESS => "htlb_buddy_alloc_success",
+    HTLB_BUDDY_ALLOC_FAIL => "htlb_buddy_alloc_fail",
+    // Add further counters at the end, each with its kernel name.
 }
 
 /// Global event counts (the sum of Linux's per-CPU vm_event_states).

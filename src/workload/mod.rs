@@ -2,6 +2,7 @@
 //! ([`synth`]). A [`Program`] is one task's position in its workload.
 pub mod ops;
 pub mod synth;
+pub mod vma;
 
 use std::sync::Arc;
 
@@ -11,6 +12,8 @@ use crate::types::Ns;
 pub enum Body {
     Ops { prog: Arc<Vec<ops::OpLine>>, pc: usize, loops: Vec<(usize, u64)>, cursor: u64 },
     Synth(synth::SynthState),
+    /// The VMA-lookup workloads (boot, kbuild, database, ebizzy) and trace replay.
+    Vma(Box<vma::VmaState>),
 }
 
 #[derive(Debug)]

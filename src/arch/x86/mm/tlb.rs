@@ -190,34 +190,15 @@ impl Sim {
     /// Deliver a flush IPI to `cpu` and run `flush_tlb_func` there. Returns the handler's cost in
     /// ns, which is stolen from whatever the target was doing.
     fn remote_flush_tlb_func(&mut self, cpu: CpuId, info: &FlushInfo, arrive: Ns) -> Ns {
+        // Run the handler to learn its cost, then account that cost as stolen irq time.
         let ci = cpu.0 as usize;
-        // A CPU that is idle or spinning has no pending steps: its clock catches up to the arrival.
-        if !self.cpus[ci].scheduled && arrive > self.cpus[ci].clock {
-            let spinning = self.cpus[ci].current.is_some_and(|t| matches!(self.tasks[t.0 as usize].state, TaskState::Spinning(_)));
-            if spinning {
-                // The spin ran in user mode up to the interrupt.
-                let gap = arrive - self.cpus[ci].clock;
-                self.charge_user_ns(cpu, gap);
-            } else {
-                self.cpus[ci].clock = arrive;
-            }
-        }
-        let before = self.cpus[ci].clock;
-        let (sys_before, cur) = (self.cpus[ci].stats.sys_ns, self.cpus[ci].current);
-        self.charge_sys(cpu, self.p.ipi_handle_ns);
+        let (clock, sys) = (self.cpus[ci].clock, self.cpus[ci].stats.sys_ns);
         self.flush_tlb_func(cpu, info);
-        let c = &mut self.cpus[ci];
-        let cost = c.clock - before;
-        // Interrupt time is stolen from the CPU: reported as irq (and in sys), not charged to the
-        // interrupted task, which simply finishes later.
-        c.stats.sys_ns = sys_before;
-        c.stats.irq_ns += cost;
-        if let Some(t) = cur {
-            let t = &mut self.tasks[t.0 as usize];
-            if let TaskState::Spinning(until) = t.state {
-                t.state = TaskState::Spinning(until + cost);
-            }
-        }
+        let work = self.cpus[ci].clock - clock;
+        self.cpus[ci].clock = clock;
+        self.cpus[ci].stats.sys_ns = sys;
+        let cost = work + self.p.ipi_handle_ns.round() as Ns;
+        self.steal_irq_time(cpu, arrive, cost);
         cost
     }
 
@@ -390,6 +371,75 @@ impl Sim {
             self.flush_tlb_multi(cpu, mask, &info);
         } else if mask.test(cpu) {
             self.flush_tlb_func(cpu, &info);
+        }
+    }
+}
+
+impl Sim {
+    /// `flush_tlb_kernel_range()` for `pages` kernel pages (vmemmap remaps, vfree): every online
+    /// CPU flushes, by IPI (`on_each_cpu`, waiting), idle and lazy ones included. Above
+    /// tlb_single_page_flush_ceiling pages it becomes `flush_tlb_all()`. These IPIs are counted
+    /// on the CAL line of /proc/interrupts, not the TLB line (do_kernel_range_flush() and
+    /// do_flush_tlb_all() do not touch irq_tlb_count). Kernel translations are global and not
+    /// modelled as TLB entries; a full flush also drops every user entry, as __flush_tlb_all()
+    /// does.
+    pub fn flush_tlb_kernel_range(&mut self, cpu: CpuId, pages: u64) {
+        let all = pages > self.p.tlb_single_page_flush_ceiling;
+        if all {
+            self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH);
+        }
+        let per_cpu = if all { self.p.flush_full_ns } else { self.p.invlpg_ns * pages as f64 };
+        let t0 = self.now(cpu);
+        let mut done = t0;
+        let mut sent = 0u32;
+        for ci in 0..self.cpus.len() {
+            let c = CpuId(ci as u32);
+            if c == cpu {
+                continue;
+            }
+            sent += 1;
+            let hop = if self.cpus[ci].socket != self.cpus[cpu.0 as usize].socket { 2.0 * (self.p.remote_latency_ns - self.p.local_latency_ns).max(0.0) } else { 0.0 };
+            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
+            let cost = (self.p.ipi_handle_ns + per_cpu).round() as Ns;
+            self.steal_irq_time(c, arrive, cost);
+            self.cpus[ci].stats.irq_call_count += 1;
+            if all {
+                self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH_RECEIVED);
+                self.cpus[ci].tlb.flush_all();
+            }
+            done = done.max(arrive + cost);
+        }
+        self.charge_sys(cpu, self.p.ipi_send_ns * sent as f64 + per_cpu);
+        if all {
+            self.cpus[cpu.0 as usize].tlb.flush_all();
+        }
+        let now = self.now(cpu);
+        if done > now {
+            self.charge_sys(cpu, (done - now) as f64);
+        }
+    }
+
+    /// Interrupt time `cost` arriving at `cpu` at `arrive`: the CPU's clock moves (a spinning
+    /// task's user time up to the interrupt is accounted, an idle CPU just catches up), and the
+    /// cost is irq time stolen from whatever runs there.
+    pub fn steal_irq_time(&mut self, cpu: CpuId, arrive: Ns, cost: Ns) {
+        let ci = cpu.0 as usize;
+        if !self.cpus[ci].scheduled && arrive > self.cpus[ci].clock {
+            let spinning = self.cpus[ci].current.is_some_and(|t| matches!(self.tasks[t.0 as usize].state, TaskState::Spinning(_)));
+            if spinning {
+                let gap = arrive - self.cpus[ci].clock;
+                self.charge_user_ns(cpu, gap);
+            } else {
+                self.cpus[ci].clock = arrive;
+            }
+        }
+        let c = &mut self.cpus[ci];
+        c.clock += cost;
+        c.stats.irq_ns += cost;
+        if let Some(t) = c.current {
+            if let TaskState::Spinning(until) = self.tasks[t.0 as usize].state {
+                self.tasks[t.0 as usize].state = TaskState::Spinning(until + cost);
+            }
         }
     }
 }

@@ -1,0 +1,1 @@
+//! HugeTLB Vmemmap Optimisation (mm/hugetlb_vmemmap.c). (Being written: the HugeTLB/HVO issue.)

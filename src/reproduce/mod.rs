@@ -1,0 +1,31 @@
+//! `mmsim reproduce NAME`: a seed's published experiment, BEFORE and AFTER, published figures
+//! printed beside simulated ones. Published numbers appear only here, and only to be printed.
+
+pub mod batched_flush;
+pub mod hvo;
+pub mod vmacache;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The experiments, by name.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    ("batched-flush", "seed 002: batched TLB flush after unmap (Linux 4.3), vm-scalability lru-file-mmap-read"),
+    ("vmacache", "seed 003: per-thread VMA cache (3.15) against mm->mmap_cache and the maple tree"),
+    ("hvo", "seed 004: HugeTLB vmemmap optimisation (5.14) and its batched flushes"),
+];
+
+pub fn cli(name: &str, json: Option<PathBuf>) -> ExitCode {
+    match name {
+        "batched-flush" => batched_flush::cli(json),
+        "vmacache" => vmacache::cli(json),
+        "hvo" => hvo::cli(json),
+        _ => {
+            eprintln!("mmsim reproduce: unknown experiment '{name}'; available:");
+            for (n, d) in EXPERIMENTS {
+                eprintln!("  {n:<14} {d}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}
