@@ -80,10 +80,16 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000")]
     Reproduce {
         /// batched-flush, vmacache or hvo.
         name: String,
+        /// Override a knob in every run, BEFORE and AFTER alike (sensitivity studies).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        /// Seeds per kernel (batched-flush; default 3).
+        #[arg(long)]
+        seeds: Option<u64>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -117,7 +123,7 @@ fn main() -> ExitCode {
         Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
-        Cmd::Reproduce { name, json } => mmsim::reproduce::cli(&name, json),
+        Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));

@@ -26,12 +26,29 @@ impl Sim {
     /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
     pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
         let mut sim = Sim::new(cfg);
+        sim.start_kswapds();
+        sim.hugetlb_init();
         match cfg.str("workload.kind").as_str() {
             "ops" => sim.build_ops(cfg)?,
             "synthetic" => sim.build_synthetic(cfg),
             other => sim.build_vma_workload(cfg, other)?,
         }
         Ok(sim)
+    }
+
+    /// `kswapd_run()` for every node: a kernel thread (no mm: it borrows the previous mm lazily,
+    /// as kernel threads do) that sleeps until an allocation finds the node below its low
+    /// watermark.
+    fn start_kswapds(&mut self) {
+        let ncpus = self.cpus.len();
+        for node in 0..self.nodes.len() {
+            let cpu = self.cpus.iter().find(|c| c.node.0 as usize == node).map(|c| c.id).unwrap_or(CpuId((node % ncpus) as u32));
+            let prog = Program { body: Body::Kswapd(node as u32), file: format!("kswapd{node}"), released: false };
+            let t = self.new_task(u32::MAX - node as u32, None, cpu, None, prog);
+            self.stop_counting(t);
+            self.task_mut(t).state = TaskState::Blocked;
+            self.nodes[node].kswapd = Some(t);
+        }
     }
 
     /// A new process address space with a minimal standard layout: program text (a file mapping
@@ -79,6 +96,9 @@ impl Sim {
     }
 
     fn build_ops(&mut self, cfg: &Config) -> Result<(), ConfigError> {
+        if cfg.threads.is_empty() {
+            return Err(ConfigError::key(&cfg.origin("workload.kind"), "workload.kind", "an 'ops' workload needs at least one [[workload.thread]]"));
+        }
         let mut mms: std::collections::BTreeMap<u32, MmId> = Default::default();
         let mut tids = Vec::new();
         let ncpus = self.cpus.len() as u32;
@@ -97,8 +117,18 @@ impl Sim {
             let p = Program { body, file: t.ops_origin.file.clone(), released: false };
             tids.push((self.new_task(t.process, Some(mm), cpu, t.cpu.map(CpuId), p), cpu));
         }
+        // Threads start together, or spread over start_jitter_us (drawn from the run's seed),
+        // which is what makes runs with different seeds differ.
+        let jitter = (cfg.float("workload.start_jitter_us") * 1000.0) as u64;
         for (t, cpu) in tids {
-            self.enqueue(cpu, t, 0);
+            if jitter > 0 {
+                let at = self.prng.below(jitter);
+                self.task_mut(t).state = TaskState::Blocked;
+                self.task_mut(t).cpu = cpu;
+                self.events.push(at, EventKind::Wake, t.0);
+            } else {
+                self.enqueue(cpu, t, 0);
+            }
         }
         Ok(())
     }
@@ -237,6 +267,9 @@ impl Sim {
             Body::Ops { .. } => self.step_ops(cpu, t, &mut prog),
             Body::Synth(_) => self.step_synth(cpu, t, &mut prog, horizon),
             Body::Vma(_) => self.step_vma(cpu, t, &mut prog),
+            Body::Kswapd(node) => {
+                if self.kswapd_step(cpu, *node as usize) { StepResult::Block(None) } else { StepResult::Continue }
+            }
         };
         self.tasks[t.0 as usize].prog = Some(prog);
         match r {
@@ -251,7 +284,6 @@ impl Sim {
         match e {
             FaultError::Segv(msg) => self.workload_errors.push(format!("{}:{}: task {}: SIGSEGV: {msg}", prog.file, line, t.0)),
             FaultError::Oom => {
-                self.oom_events += 1;
                 self.workload_errors.push(format!("{}:{}: task {}: killed by the OOM killer", prog.file, line, t.0));
             }
         }
@@ -330,11 +362,11 @@ impl Sim {
                     }
                     Err(e) => Err(e),
                 },
-                Op::Mmap { region: r, pages, file, shared, prot, at } => {
+                Op::Mmap { region: r, pages, file, shared, prot, at, sparse } => {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
                     let backing = match &file {
-                        Some(f) => Backing::File { file: self.file_get_or_create(f, pages), pgoff: 0 },
+                        Some(f) => Backing::File { file: self.file_get_or_create_sparse(f, pages, sparse), pgoff: 0 },
                         None => Backing::Anon,
                     };
                     if self.mm(mm).regions.contains_key(&r) {

@@ -30,6 +30,11 @@ pub mod pg {
     pub const ZERO: u16 = 1 << 5; // the shared zero page
     pub const ANON_EXCLUSIVE: u16 = 1 << 6; // PageAnonExclusive
     pub const LOCKED: u16 = 1 << 7;
+    pub const BUDDY: u16 = 1 << 8; // head of a free buddy block (PageBuddy)
+    pub const LRU: u16 = 1 << 9; // on an LRU list
+    pub const ACTIVE: u16 = 1 << 10; // on the active list
+    pub const REFERENCED: u16 = 1 << 11; // PG_referenced
+    pub const WRITEBACK: u16 = 1 << 12;
 }
 
 /// struct page / folio (order 0).
@@ -49,6 +54,11 @@ pub struct Frame {
     pub mapcount: i32,
     pub mapping: u32,
     pub index: u64,
+    /// page->lru: links of the buddy free list or of an LRU list (never both).
+    pub lru_next: u32,
+    pub lru_prev: u32,
+    /// Order of a free buddy block (valid on its head, with pg::BUDDY).
+    pub order: u8,
 }
 
 #[derive(Clone, Debug)]
@@ -57,8 +67,17 @@ pub struct Node {
     pub start_pfn: u32,
     pub nr_pages: u32,
     pub has_cpus: bool,
-    /// Free frames (LIFO). The buddy allocator replaces this in the memory-pressure work.
-    pub free: Vec<Pfn>,
+    /// The buddy allocator's free lists (mm/page_alloc.rs).
+    pub free_area: crate::mm::page_alloc::FreeArea,
+    /// NR_FREE_PAGES: buddy plus pcp pages.
+    pub nr_free: u64,
+    pub wmark: crate::mm::page_alloc::Watermarks,
+    /// LRU lists (mm/vmscan.rs).
+    pub lru: crate::mm::vmscan::Lruvec,
+    /// The node's kswapd task, once started.
+    pub kswapd: Option<Tid>,
+    /// kswapd's scan priority in balance_pgdat() (DEF_PRIORITY = 12 down to 0).
+    pub kswapd_priority: u32,
 }
 
 pub mod vm {
@@ -185,6 +204,8 @@ pub struct File {
     pub pages: Vec<Option<Pfn>>,
     /// i_mmap: (mm, vma start) of every VMA mapping this file.
     pub i_mmap: Vec<(MmId, u64)>,
+    /// All holes: reads need no I/O.
+    pub sparse: bool,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -284,6 +305,7 @@ pub struct Params {
     pub ipi_send_ns: f64,
     pub ipi_deliver_ns: f64,
     pub ipi_handle_ns: f64,
+    pub ipi_cross_socket_ns: f64,
     pub block_read_ns: f64,
     pub block_write_ns: f64,
     /// `access_ns` and `access_ns + stlb_hit_ns` rounded to whole ns for the TLB-hit fast path.
@@ -297,10 +319,19 @@ pub struct Params {
     /// 0: clear the mm_cpumask bit at switch_mm (before 6.14); else trim interval.
     pub mm_cpumask_trim_ns: Ns,
     pub slice_ns: Ns,
+    /// sysctl_sched_base_slice: how soon a woken task preempts the running one.
+    pub base_slice_ns: Ns,
     pub pcid: bool,
     pub mmu_gather_batch_pages: u64,
     /// CONFIG_PT_RECLAIM: MADV_DONTNEED frees wholly zapped PTE tables.
     pub pt_reclaim: bool,
+    /// Folios per lru_add batch: PAGEVEC_SIZE 14 in 4.x, 15 later, FOLIO_BATCH 31 in 6.18.
+    pub lru_add_batch: usize,
+    /// shrink_folio_list() frees folios in batches of PAGEVEC_SIZE, flushing before each (6.10+);
+    /// before that it freed the whole list at the end, after one flush.
+    pub reclaim_free_batching: bool,
+    /// Seed 002: reclaim unmaps with TTU_BATCH_FLUSH (one flush per CPU per batch).
+    pub batched_unmap_flush: bool,
     pub max_sim_ns: Ns,
 }
 
@@ -332,6 +363,7 @@ impl Params {
             ipi_send_ns: c.float("cost.ipi_send_ns"),
             ipi_deliver_ns: c.float("cost.ipi_deliver_ns"),
             ipi_handle_ns: c.float("cost.ipi_handle_ns"),
+            ipi_cross_socket_ns: c.float("cost.ipi_cross_socket_ns"),
             block_read_ns: c.float("cost.block_read_4k_ns"),
             block_write_ns: c.float("cost.block_write_4k_ns"),
             hit_l1_ns: c.float("cost.access_ns").round() as Ns,
@@ -343,8 +375,16 @@ impl Params {
             lazy_tlb: c.bool("kernel.lazy_tlb"),
             mm_cpumask_trim_ns: trim_ms * 1_000_000,
             slice_ns: 1_000_000_000 / c.int("kernel.hz") as u64,
+            base_slice_ns: c.int("kernel.sched_base_slice_ns") as u64,
             pcid,
             mmu_gather_batch_pages: c.int("kernel.mmu_gather_batch_pages") as u64,
+            lru_add_batch: crate::config::presets::pagevec_size(&preset),
+            reclaim_free_batching: crate::config::presets::version(&preset) >= (6, 10),
+            batched_unmap_flush: match c.str("kernel.batched_unmap_flush").as_str() {
+                "on" => true,
+                "off" => false,
+                _ => crate::config::presets::version(&preset) >= (4, 3),
+            },
             pt_reclaim: match c.str("kernel.pt_reclaim").as_str() {
                 "on" => true,
                 "off" => false,
@@ -380,10 +420,17 @@ pub struct Sim {
     pub oom_events: u64,
     /// Simulated time at which the run ended.
     pub end_ns: Ns,
+    /// Per-CPU lru_add batches (mm/swap.c cpu_fbatches.lru_add).
+    pub lru_add_batch: Vec<Vec<Pfn>>,
+    /// Per-CPU page lists: `pcp[cpu][node]`.
+    pub pcp: Vec<Vec<crate::mm::page_alloc::Pcp>>,
     /// The CPU whose steps the event loop is running now.
     pub running_cpu: Option<CpuId>,
     /// Tasks the run still waits for (counts_for_completion and not dead).
     pub live_tasks: u32,
+    /// When reclaim first ran (kswapd woken or direct reclaim) and the TLB shootdowns counted by
+    /// then: the start of the steady phase of a memory-pressure run.
+    pub reclaim_start: Option<(Ns, u64)>,
     /// HugeTLB pools and vmemmap state (mm/hugetlb.rs, mm/hugetlb_vmemmap.rs).
     pub hugetlb: crate::mm::hugetlb::Hugetlb,
 }
@@ -404,12 +451,22 @@ impl Sim {
         for n in 0..nnodes + cpuless {
             let has_cpus = n < nnodes;
             let nr = if has_cpus { mem_pages } else { cpuless_pages };
-            // Free list LIFO: lowest pfn handed out first.
-            let free = (start..start + nr).rev().map(Pfn).collect();
-            nodes.push(Node { id: NodeId(n as u32), start_pfn: start, nr_pages: nr, has_cpus, free });
+            nodes.push(Node {
+                id: NodeId(n as u32),
+                start_pfn: start,
+                nr_pages: nr,
+                has_cpus,
+                free_area: Default::default(),
+                nr_free: 0,
+                wmark: Default::default(),
+                lru: Default::default(),
+                kswapd: None,
+                kswapd_priority: crate::mm::vmscan::DEF_PRIORITY,
+            });
             start += nr;
         }
-        let mut frames = vec![Frame { flags: pg::FREE, ..Default::default() }; start as usize];
+        let nil = crate::mm::page_alloc::NIL;
+        let mut frames = vec![Frame { flags: pg::FREE, lru_next: nil, lru_prev: nil, ..Default::default() }; start as usize];
         for n in &nodes {
             for f in &mut frames[n.start_pfn as usize..(n.start_pfn + n.nr_pages) as usize] {
                 f.node = n.id.0 as u16;
@@ -478,9 +535,13 @@ impl Sim {
             oom_events: 0,
             end_ns: 0,
             running_cpu: None,
+            pcp: Vec::new(),
+            lru_add_batch: vec![Vec::new(); ncpus],
             live_tasks: 0,
             hugetlb: Default::default(),
+            reclaim_start: None,
         };
+        sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.
         let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");
         sim.frames[z.0 as usize].flags |= pg::ZERO;

@@ -11,6 +11,8 @@ pub enum Kind {
     Float { min: f64, max: f64 },
     Bool,
     Enum(&'static [&'static str]),
+    /// Free text (a path).
+    Str,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -50,7 +52,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("run.max_sim_ms", int(1, 1 << 40), "60000", "ms", "Stop the run when simulated time passes this (a liveness bound).", "-"),
     // ---- machine ----
     knob!("machine.cpus", int(1, 4096), "2", "", "Online CPUs.", "-"),
-    knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs and nodes are split evenly. A cross-socket IPI pays 2 x (remote - local latency) more delivery time.", "-"),
+    knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs and nodes are split evenly. A cross-socket IPI pays cost.ipi_cross_socket_ns more.", "-"),
     knob!("machine.nodes", int(1, 64), "1", "", "NUMA nodes with CPUs (CPUs are split evenly over them).", "-"),
     knob!("machine.mem_per_node_mib", int(1, 1 << 24), "1024", "MiB", "Memory on each node with CPUs.", "-"),
     knob!("machine.cpuless_nodes", int(0, 64), "0", "", "Memory-only nodes (CXL, PMEM) without CPUs.", "-"),
@@ -77,8 +79,12 @@ pub static KNOBS: &[Knob] = &[
     knob!("kernel.tlb_single_page_flush_ceiling", int(0, 1 << 20), "33", "pages", "Above this many pages flush_tlb_mm_range() does a full flush instead of INVLPG per page.", "arch/x86/mm/tlb.c (debugfs x86/tlb_single_page_flush_ceiling)"),
     knob!("kernel.lazy_tlb", Kind::Bool, "true", "", "Idle and kernel threads borrow the previous mm (lazy TLB) and are skipped by shootdowns.", "arch/x86/mm/tlb.c enter_lazy_tlb(), should_flush_tlb()"),
     knob!("kernel.mm_cpumask_trim_ms", int(0, 1 << 30), "-1", "ms", "Lazy mm_cpumask: CPUs stay in the mask after switching away and are trimmed by at most one flush IPI per this interval; 0 clears the bit at switch_mm (before 6.12); -1 takes the preset's value.", "arch/x86/mm/tlb.c should_trim_cpumask() (6.12+: HZ)"),
+    knob!("kernel.batched_unmap_flush", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "Seed 002 (CONFIG_ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH): reclaim unmaps with TTU_BATCH_FLUSH and sends one full-flush IPI per CPU per batch instead of ptep_clear_flush per page; auto = the preset's (4.3+).", "mm/rmap.c try_to_unmap_flush(), commit 72b252aed506"),
     knob!("kernel.pt_reclaim", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "CONFIG_PT_RECLAIM: MADV_DONTNEED frees PTE tables it emptied whole (freed_tables, so lazy CPUs are IPI'd); auto = the preset's (6.14+).", "mm/pt_reclaim.c, zap_details.reclaim_pt"),
+    knob!("vm.min_free_kbytes", int(-1, 1 << 40), "-1", "KiB", "Reserve below which only atomic/reclaim allocations succeed (WMARK_MIN); -1 = the kernel's default, int_sqrt(lowmem_kbytes * 16) clamped to [128, 262144].", "mm/page_alloc.c calculate_min_free_kbytes()"),
+    knob!("vm.watermark_scale_factor", int(1, 3000), "10", "1/10000", "Distance between the min, low and high watermarks as a fraction of the zone (kswapd wakes below low and sleeps above high).", "Documentation/admin-guide/sysctl/vm.rst"),
     knob!("kernel.hz", int(10, 10000), "250", "Hz", "Scheduler tick rate (CONFIG_HZ); the time slice is one tick for tasks sharing a CPU.", "CONFIG_HZ_250 (Debian/Ubuntu default)"),
+    knob!("kernel.sched_base_slice_ns", int(1000, 1 << 40), "750000", "ns", "EEVDF base slice: a task woken onto a busy CPU runs once the current task has had this long.", "kernel/sched/fair.c sysctl_sched_base_slice (0.75 ms)"),
     knob!("kernel.mmu_gather_batch_pages", int(1, 1 << 24), "9678", "pages", "Pages an mmu_gather collects before it must flush and free mid-unmap (MAX_GATHER_BATCH_COUNT * MAX_GATHER_BATCH).", "mm/mmu_gather.c: MMU_GATHER_BUNDLE 7 + 19 batches x 509 = 9678 pages (MAX_GATHER_BATCH_COUNT = 10000/510)"),
     // ---- cost model ----
     knob!("cost.access_ns", float(0.0, 1e6), "1", "ns", "A user load/store whose translation hits the L1 TLB (cache misses are not modelled; this is the TLB-hit baseline).", "L1D hit 4-5 cycles at ~3-4 GHz"),
@@ -100,10 +106,12 @@ pub static KNOBS: &[Knob] = &[
     knob!("cost.ipi_send_ns", float(0.0, 1e9), "300", "ns", "Sending one IPI (x2APIC ICR write; includes smp_call_function bookkeeping per target).", "Amit et al., 'Don't shoot down TLB shootdowns!' EuroSys'20"),
     knob!("cost.ipi_deliver_ns", float(0.0, 1e9), "1000", "ns", "Latency from send to the target's interrupt entry.", "Amit et al. EuroSys'20: shootdown round trip 2-5 us"),
     knob!("cost.ipi_handle_ns", float(0.0, 1e9), "700", "ns", "Interrupt entry/exit and flush_tlb_func() bookkeeping on the target, excluding the flush itself.", "Amit et al. EuroSys'20"),
+    knob!("cost.ipi_cross_socket_ns", float(0.0, 1e9), "400", "ns", "Extra time of an IPI whose target is on another socket: the interrupt message and the acknowledgement (the csd cache line the sender polls) each cross the interconnect once.", "remote-socket cache-to-cache transfer ~150-250 ns per hop on Xeon (Intel MLC c2c)"),
     knob!("cost.block_read_4k_ns", float(0.0, 1e10), "20000", "ns", "Reading one 4 KiB page from the backing device on a page-cache miss.", "NVMe SSD 4 KiB random read ~ 10-100 us"),
     knob!("cost.block_write_4k_ns", float(0.0, 1e10), "20000", "ns", "Writing one 4 KiB page back (pageout) to the backing device.", "NVMe SSD 4 KiB write"),
     // ---- workload ----
     knob!("workload.kind", Kind::Enum(WORKLOADS), "\"ops\"", "", "'ops': per-thread op programs from [[workload.thread]]; 'synthetic': the access generator below; 'boot', 'kbuild', 'database', 'ebizzy': the VMA-lookup workloads; 'trace': replay of a recorded trace.", "-"),
+    knob!("workload.start_jitter_us", float(0.0, 1e9), "0", "us", "Ops: each thread starts at a random time in [0, this) drawn from run.seed (0: all start at once).", "-"),
     knob!("workload.processes", int(1, 1 << 16), "1", "", "Synthetic: processes.", "-"),
     knob!("workload.threads", int(1, 1 << 16), "1", "", "Synthetic: threads per process.", "-"),
     knob!("workload.working_set_mib", float(0.004, 16777216.0), "64", "MiB", "Synthetic: anonymous region each process maps and touches (fractions allowed: 0.125 = 32 pages).", "pmbench -s"),

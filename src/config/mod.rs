@@ -113,6 +113,7 @@ fn check_value(knob: &Knob, v: Value, origin: &Origin) -> Result<Value, ConfigEr
             Ok(Value::Float(x))
         }
         (Kind::Bool, Value::Bool(b)) => Ok(Value::Bool(b)),
+        (Kind::Str, Value::Str(s)) => Ok(Value::Str(s)),
         (Kind::Enum(names), Value::Str(s)) => {
             if names.contains(&s.as_str()) {
                 Ok(Value::Str(s))
@@ -133,7 +134,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::Int { .. } => "an integer",
         Kind::Float { .. } => "a number",
         Kind::Bool => "true or false",
-        Kind::Enum(_) => "a string",
+        Kind::Enum(_) | Kind::Str => "a string",
     }
 }
 
@@ -160,7 +161,7 @@ fn from_toml(v: &toml_edit::Value) -> Option<Value> {
 fn parse_cli_value(knob: &Knob, raw: &str) -> Value {
     let raw = raw.trim();
     match knob.kind {
-        Kind::Enum(_) => Value::Str(raw.trim_matches('"').to_string()),
+        Kind::Enum(_) | Kind::Str => Value::Str(raw.trim_matches('"').to_string()),
         _ => {
             if let Ok(i) = raw.replace('_', "").parse::<i64>() {
                 Value::Int(i)
@@ -326,12 +327,7 @@ impl Config {
     }
 
     pub fn with_threads(sets: &[String], threads: Vec<ThreadSpec>) -> Result<Config, ConfigError> {
-        let mut text = String::new();
-        for t in &threads {
-            let _ = t;
-            text.push_str("[[workload.thread]]\nops = \"spin 0ns\"\n");
-        }
-        let mut c = load_str("<defaults>", &text, sets)?;
+        let mut c = load_str("<defaults>", "", sets)?;
         c.threads = threads;
         Ok(c)
     }
@@ -416,10 +412,6 @@ impl Config {
             if e % w != 0 {
                 return Err(ConfigError::key(&self.origin(k), k, format!("{e} entries cannot form {w}-way sets")));
             }
-        }
-        let workload = self.str("workload.kind");
-        if workload == "ops" && self.threads.is_empty() {
-            return Err(ConfigError::key(&self.origin("workload.kind"), "workload.kind", "an 'ops' workload needs at least one [[workload.thread]]"));
         }
         for t in &self.threads {
             if let Some(c) = t.cpu {

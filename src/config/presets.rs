@@ -24,6 +24,21 @@ pub fn uses_pcid(preset: &str) -> bool {
     version(preset) >= (4, 14)
 }
 
+/// PAGEVEC_SIZE, the size of the per-CPU lru_add batch: 14 in the 4.x pagevec (15 slots of 16
+/// words with `nr` and `cold`), 15 once `cold` was removed (4.14), 31 for the folio_batch of
+/// recent kernels (6.10 onwards, as measured on 6.18: see docs/host-findings.md). The 4.14 and
+/// 6.10 change points are approximate.
+pub fn pagevec_size(preset: &str) -> usize {
+    let v = version(preset);
+    if v < (4, 14) {
+        14
+    } else if v < (6, 10) {
+        15
+    } else {
+        31
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

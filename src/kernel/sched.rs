@@ -42,13 +42,24 @@ impl Sim {
         self.enqueue(cpu, t, at);
     }
 
-    /// Put a runnable task on a CPU's queue, starting the CPU if it is idle.
+    /// Put a runnable task on a CPU's queue, starting the CPU if it is idle. On a busy CPU the
+    /// wakeup shortens the running task's slice to the base slice (EEVDF wakeup preemption:
+    /// the woken task has positive lag and runs within sysctl_sched_base_slice).
     pub fn enqueue(&mut self, cpu: CpuId, t: Tid, at: Ns) {
         let ci = cpu.0 as usize;
         self.cpus[ci].runqueue.push_back(t);
-        if self.cpus[ci].current.is_none() {
-            self.cpus[ci].clock = self.cpus[ci].clock.max(at);
-            self.schedule(cpu);
+        match self.cpus[ci].current {
+            None => {
+                self.cpus[ci].clock = self.cpus[ci].clock.max(at);
+                self.schedule(cpu);
+            }
+            Some(cur) if cur != t => {
+                let (base, slice) = (self.p.base_slice_ns, self.p.slice_ns);
+                let task = self.task_mut(cur);
+                let started = task.slice_end.saturating_sub(slice);
+                task.slice_end = task.slice_end.min(started + base).max(at);
+            }
+            _ => {}
         }
     }
 

@@ -12,10 +12,16 @@ use crate::types::*;
 impl Sim {
     /// Find a file by name, creating it (or growing it) to at least `pages` pages.
     pub fn file_get_or_create(&mut self, name: &str, pages: u64) -> FileId {
+        self.file_get_or_create_sparse(name, pages, false)
+    }
+
+    /// As [`Sim::file_get_or_create`]; a new `sparse` file is all holes (reads need no I/O),
+    /// like vm-scalability's `truncate -s` files.
+    pub fn file_get_or_create_sparse(&mut self, name: &str, pages: u64, sparse: bool) -> FileId {
         let id = match self.files.iter().position(|f| f.name == name) {
             Some(i) => i,
             None => {
-                self.files.push(File { name: name.to_string(), pages: Vec::new(), i_mmap: Vec::new() });
+                self.files.push(File { name: name.to_string(), pages: Vec::new(), i_mmap: Vec::new(), sparse });
                 self.files.len() - 1
             }
         };
@@ -33,7 +39,7 @@ impl Sim {
             return Ok(pfn);
         }
         let node = self.cpu_node(cpu);
-        let pfn = self.alloc_page(node).ok_or(FaultError::Oom)?;
+        let pfn = self.alloc_pages(cpu, node).ok_or(FaultError::Oom)?;
         let f = self.frame_mut(pfn);
         f.flags |= pg::FILE;
         f.mapping = file.0;
@@ -43,9 +49,17 @@ impl Sim {
             pages.resize(pgoff as usize + 1, None);
         }
         pages[pgoff as usize] = Some(pfn);
-        self.vmstat.count(VmEvent::PGMAJFAULT);
-        self.vmstat.count(VmEvent::PGPGIN);
-        self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
+        // filemap_add_folio() → folio_add_lru(): via this CPU's lru_add batch.
+        self.folio_add_lru(cpu, pfn);
+        if self.files[file.0 as usize].sparse {
+            // A hole reads as zeroes: no I/O, just a cleared page.
+            let clear = self.page_op_ns(cpu, pfn, false);
+            self.charge_sys(cpu, self.p.page_alloc_ns + clear);
+        } else {
+            self.vmstat.count(VmEvent::PGMAJFAULT);
+            self.vmstat.count(VmEvent::PGPGIN);
+            self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
+        }
         Ok(pfn)
     }
 

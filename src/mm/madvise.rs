@@ -23,6 +23,7 @@ pub enum Advice {
 impl Sim {
     pub fn do_madvise(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, advice: Advice) {
         let end = start + pages;
+        self.find_vma(cpu, mm, start); // madvise_walk_vmas(): find_vma_prev (mm/vmacache.rs)
         match advice {
             Advice::DontNeed => {
                 // zap_details { .reclaim_pt = true } under CONFIG_PT_RECLAIM (6.14+).
@@ -32,6 +33,9 @@ impl Sim {
                 self.tlb_finish_mmu(cpu, tlb);
             }
             Advice::PageOut => {
+                // madvise_pageout(): lru_add_drain() first, so this CPU's newest folios are on
+                // the LRU and can be isolated.
+                self.lru_add_drain(cpu);
                 let tlb = MmuGather::new(mm, false);
                 // walk_page_range(): one pmd_entry callback per PMD-sized span with a PTE table.
                 let mut s = start;
@@ -50,7 +54,8 @@ impl Sim {
                         }
                         seen += 1;
                     });
-                    // Only folios mapped by this process alone; never the zero page.
+                    // Only folios mapped by this process alone; never the zero page. reclaim_pages()
+                    // isolates them from their LRU.
                     list.retain(|&pfn| {
                         let f = self.frame(pfn);
                         f.flags & pg::ZERO == 0 && f.mapcount == 1

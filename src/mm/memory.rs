@@ -23,44 +23,50 @@ pub enum FaultError {
 pub const FAULT_AROUND_PAGES: u64 = 16;
 
 impl Sim {
-    /// `pte_alloc()` and friends: page-table pages come from the faulting CPU's node.
+    /// `pte_alloc()` and friends: page-table pages come from the faulting CPU's node (GFP_KERNEL:
+    /// they may reclaim).
     pub fn pte_alloc(&mut self, cpu: CpuId, mm: MmId, vpn: u64) -> Result<(), FaultError> {
-        if self.mm(mm).pgtable.pte_table(vpn).is_some() {
+        let missing = {
+            let pt = &self.mm(mm).pgtable;
+            match pt.pgd.slots[crate::mm::pgtable::idx(vpn, 3)].as_deref() {
+                None => 3,
+                Some(pud) => match pud.slots[crate::mm::pgtable::idx(vpn, 2)].as_deref() {
+                    None => 2,
+                    Some(pmd) => pmd.slots[crate::mm::pgtable::idx(vpn, 1)].is_none() as usize,
+                },
+            }
+        };
+        if missing == 0 {
             return Ok(());
         }
         let node = self.cpu_node(cpu);
-        let mut oom = false;
-        let mut pfns = Vec::new();
-        // Allocate up to three table pages first (the closure cannot borrow self).
-        for _ in 0..3 {
-            match self.alloc_page(node) {
+        let mut pfns = Vec::with_capacity(missing);
+        for _ in 0..missing {
+            match self.alloc_pages(cpu, node) {
                 Some(p) => {
                     self.frames[p.0 as usize].flags |= pg::PGTABLE;
                     pfns.push(p)
                 }
-                None => oom = true,
+                None => {
+                    for p in pfns {
+                        self.frames[p.0 as usize].flags &= !pg::PGTABLE;
+                        self.put_page(p);
+                    }
+                    return Err(FaultError::Oom);
+                }
             }
         }
-        if oom {
-            for p in pfns {
-                self.frames[p.0 as usize].flags &= !pg::PGTABLE;
-                self.put_page(p);
-            }
-            return Err(FaultError::Oom);
-        }
-        let mut it = pfns.clone().into_iter();
-        let used = self.mm_mut(mm).pgtable.alloc_path(vpn, || it.next().unwrap());
-        for p in it {
-            self.frames[p.0 as usize].flags &= !pg::PGTABLE;
-            self.put_page(p);
-        }
+        let mut it = pfns.into_iter();
+        let used = self.mm_mut(mm).pgtable.alloc_path(vpn, || it.next().expect("counted"));
         self.mm_mut(mm).nr_ptes += used as u64;
         self.charge_sys(cpu, self.p.page_alloc_ns * used as f64);
         Ok(())
     }
 
-    fn vma_at(&self, mm: MmId, vpn: u64) -> Option<&Vma> {
-        crate::mm::mmap::find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn)
+    /// do_user_addr_fault()'s `find_vma()` (mm/vmacache.rs: caches, tree walk, cost).
+    fn vma_at(&mut self, cpu: CpuId, mm: MmId, vpn: u64) -> Option<Vma> {
+        let s = self.find_vma(cpu, mm, vpn)?;
+        self.mm(mm).vmas.get(&s).filter(|v| v.start <= vpn).cloned()
     }
 
     /// `anon_vma_prepare()`.
@@ -77,7 +83,7 @@ impl Sim {
     /// Allocate a frame for user data on the CPU's node, or OOM.
     fn alloc_user_page(&mut self, cpu: CpuId) -> Result<Pfn, FaultError> {
         let node = self.cpu_node(cpu);
-        let p = self.alloc_page(node).ok_or(FaultError::Oom)?;
+        let p = self.alloc_pages(cpu, node).ok_or(FaultError::Oom)?;
         self.charge_sys(cpu, self.p.page_alloc_ns);
         Ok(p)
     }
@@ -91,7 +97,7 @@ impl Sim {
     }
 
     /// `folio_add_new_anon_rmap()` + set_pte_at.
-    fn map_new_anon(&mut self, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool) {
+    fn map_new_anon(&mut self, cpu: CpuId, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool) {
         let av = self.anon_vma_prepare(mm, vma_start);
         let f = self.frame_mut(pfn);
         f.flags |= pg::ANON | pg::ANON_EXCLUSIVE;
@@ -108,13 +114,15 @@ impl Sim {
         let m = self.mm_mut(mm);
         m.pgtable.set(vpn, Pte::new(pfn, flags));
         m.rss_anon += 1;
+        // folio_add_lru_vma(): new anon folios go to the inactive anon list via the lru_add batch.
+        self.folio_add_lru(cpu, pfn);
     }
 
     /// `handle_mm_fault()` for a user access at `vpn`.
     pub fn handle_mm_fault(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
         self.vmstat.count(VmEvent::PGFAULT);
         self.charge_sys(cpu, self.p.fault_ns);
-        let Some(vma) = self.vma_at(mm, vpn).cloned() else {
+        let Some(vma) = self.vma_at(cpu, mm, vpn) else {
             return Err(FaultError::Segv(Box::new(format!("no VMA at {}", Vpn(vpn).addr()))));
         };
         // access_error(): the VMA must allow the access.
@@ -154,7 +162,7 @@ impl Sim {
         }
         let pfn = self.alloc_user_page(cpu)?;
         self.charge_sys(cpu, self.page_op_ns(cpu, pfn, false));
-        self.map_new_anon(mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true);
+        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true);
         Ok(())
     }
 
@@ -179,7 +187,7 @@ impl Sim {
             let pfn = self.alloc_user_page(cpu)?;
             self.charge_sys(cpu, self.page_op_ns(cpu, pfn, true));
             self.vmstat.count(VmEvent::COW_FAULT);
-            self.map_new_anon(mm, vma.start, vpn, pfn, true, true);
+            self.map_new_anon(cpu, mm, vma.start, vpn, pfn, true, true);
             return Ok(());
         }
         // do_shared_fault(): page_mkwrite, then map writable and dirty.
@@ -255,7 +263,7 @@ impl Sim {
             self.page_remove_rmap(mm, pfn);
             self.put_page(pfn);
         }
-        self.map_new_anon(mm, vma.start, vpn, new, true, true);
+        self.map_new_anon(cpu, mm, vma.start, vpn, new, true, true);
         Ok(())
     }
 

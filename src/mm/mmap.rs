@@ -89,8 +89,8 @@ impl Sim {
         self.charge_sys(cpu, self.p.vma_op_ns);
         let start = match at {
             Some(a) => {
-                let m = self.mm(mm);
-                if m.vmas.range(..a + pages).any(|(_, v)| v.end > a) {
+                // MAP_FIXED_NOREPLACE: find_vma_intersection() (mm/vmacache.rs).
+                if self.find_vma_intersection(cpu, mm, a, a + pages).is_some() {
                     return Err(format!("MAP_FIXED_NOREPLACE at {} overlaps an existing mapping (EEXIST)", Vpn(a).addr()));
                 }
                 a
@@ -106,6 +106,7 @@ impl Sim {
             self.files[file.0 as usize].i_mmap.push((mm, start));
         }
         self.mm_mut(mm).vmas.insert(start, vma);
+        self.vma_linked(mm, start);
         Ok(start)
     }
 
@@ -124,6 +125,7 @@ impl Sim {
         hi.start = at;
         m.vmas.get_mut(&s).unwrap().end = at;
         m.vmas.insert(at, hi.clone());
+        self.vma_split(mm, at);
         if let Backing::File { file, .. } = hi.backing {
             self.files[file.0 as usize].i_mmap.push((mm, at));
         }
@@ -133,6 +135,8 @@ impl Sim {
     pub fn do_munmap(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64) {
         self.charge_sys(cpu, self.p.vma_op_ns);
         let end = start + pages;
+        // do_vmi_munmap() starts with find_vma (mm/vmacache.rs).
+        self.find_vma(cpu, mm, start);
         self.split_vma_at(mm, start);
         self.split_vma_at(mm, end);
         let doomed: Vec<u64> = self.mm(mm).vmas.range(start..end).map(|(&s, _)| s).collect();
@@ -144,10 +148,13 @@ impl Sim {
         self.unmap_vmas(cpu, &mut tlb, start, end, false);
         for s in &doomed {
             let v = self.mm_mut(mm).vmas.remove(s).unwrap();
+            self.vma_unlinked(mm, *s);
             if let Backing::File { file, .. } = v.backing {
                 self.files[file.0 as usize].i_mmap.retain(|&(m, vs)| !(m == mm && vs == *s));
             }
         }
+        // detach_vmas_to_be_unmapped(): kill the VMA caches.
+        self.vmacache_invalidate(mm);
         let m = self.mm(mm);
         let floor = m.vmas.range(..start).next_back().map(|(_, v)| v.end << PAGE_SHIFT).unwrap_or(0);
         let ceiling = m.vmas.range(end..).next().map(|(_, v)| v.start << PAGE_SHIFT).unwrap_or(0);

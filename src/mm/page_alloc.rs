@@ -1,40 +1,403 @@
-//! Frame allocation (mm/page_alloc.c, order 0 only for now): per-node free lists.
+//! The page allocator (mm/page_alloc.c, Linux 6.18): per-node buddy free areas of orders
+//! 0..=MAX_PAGE_ORDER (10), per-CPU page lists (pcp) for order 0, zone watermarks, and
+//! `alloc_contig_pages()` for runs larger than the buddy's biggest order (1 GiB huge pages).
 //!
-//! Departure from Linux: no buddy orders, pcp lists, watermarks or reclaim yet (the
-//! memory-pressure work adds them); an empty node falls back to the next node in id order, and
-//! an empty machine is an OOM event (counted, the faulting task is killed), never a crash.
-//! Invariant: page_alloc never touches page tables or TLBs.
+//! One zone (ZONE_NORMAL) per node. Free blocks are kept in doubly linked lists threaded through
+//! the frames' `lru_next`/`lru_prev` (a free frame is never on an LRU list, as in Linux where
+//! both use `page->lru`). The head frame of a free block has `pg::BUDDY` and its `order`.
+//!
+//! The allocation policy (watermark checks, waking kswapd, direct reclaim, OOM) lives in
+//! [`Sim::alloc_pages`]; callers that may not reclaim (boot, page tables of kernel mappings) use
+//! [`Sim::alloc_page`]. Invariant: page_alloc never touches page tables or TLBs.
 
+use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, Frame, Sim};
 use crate::types::*;
 
+pub const MAX_PAGE_ORDER: usize = 10;
+pub const NIL: u32 = u32::MAX;
+
+/// `struct free_area[MAX_PAGE_ORDER + 1]` of one zone.
+#[derive(Clone, Debug)]
+pub struct FreeArea {
+    pub head: [u32; MAX_PAGE_ORDER + 1],
+    pub nr_free: [u64; MAX_PAGE_ORDER + 1],
+}
+
+impl Default for FreeArea {
+    fn default() -> Self {
+        FreeArea { head: [NIL; MAX_PAGE_ORDER + 1], nr_free: [0; MAX_PAGE_ORDER + 1] }
+    }
+}
+
+/// Zone watermarks in pages (`_watermark[WMARK_MIN/LOW/HIGH]`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Watermarks {
+    pub min: u64,
+    pub low: u64,
+    pub high: u64,
+}
+
+/// `struct per_cpu_pages` for one (CPU, zone).
+#[derive(Clone, Debug, Default)]
+pub struct Pcp {
+    pub list: Vec<Pfn>,
+    pub high: usize,
+    pub batch: usize,
+}
+
+/// `calculate_min_free_kbytes()`: int_sqrt(lowmem_kbytes * 16), clamped to [128, 262144].
+pub fn default_min_free_kbytes(total_pages: u64) -> u64 {
+    let kb = total_pages * 4;
+    ((kb * 16) as f64).sqrt().floor().clamp(128.0, 262144.0) as u64
+}
+
+/// `__setup_per_zone_wmarks()`: min is the zone's share of min_free_kbytes; low and high add
+/// max(min/4, managed * watermark_scale_factor / 10000) once and twice.
+pub fn watermarks(zone_pages: u64, total_pages: u64, min_free_kbytes: u64, scale_factor: u64) -> Watermarks {
+    let min = (min_free_kbytes / 4) * zone_pages / total_pages.max(1);
+    let step = (min / 4).max(zone_pages * scale_factor / 10000);
+    Watermarks { min, low: min + step, high: min + 2 * step }
+}
+
+/// `zone_batchsize()`: about a quarter of a thousandth of the zone, rounded down to 2^n - 1,
+/// at most 63 pages (as on 6.x).
+pub fn pcp_batch(zone_pages: u64) -> usize {
+    let b = (zone_pages / 1024 / 4).clamp(1, 64) as usize;
+    (b.next_power_of_two() / if b.is_power_of_two() { 1 } else { 2 }).saturating_sub(1).max(1)
+}
+
 impl Sim {
-    /// `alloc_pages(GFP_KERNEL, 0)` preferring `nid`. Returns None only when every node is empty.
+    /// `memblock_free_all()` + `setup_per_zone_wmarks()` + pcp setup: every frame goes to the
+    /// buddy, watermarks from vm.min_free_kbytes and vm.watermark_scale_factor.
+    pub fn init_page_alloc(&mut self, cfg: &crate::config::Config) {
+        let total: u64 = self.nodes.iter().map(|n| n.nr_pages as u64).sum();
+        let min_free_kbytes = match cfg.int("vm.min_free_kbytes") {
+            -1 => default_min_free_kbytes(total),
+            v => v as u64,
+        };
+        let scale = cfg.int("vm.watermark_scale_factor") as u64;
+        for node in 0..self.nodes.len() {
+            let (start, nr) = (self.nodes[node].start_pfn, self.nodes[node].nr_pages);
+            // Largest aligned blocks first, as memblock_free_all() does.
+            let mut p = start;
+            while p < start + nr {
+                let mut order = MAX_PAGE_ORDER;
+                while order > 0 && ((p - start) % (1 << order) != 0 || p + (1 << order) > start + nr) {
+                    order -= 1;
+                }
+                self.list_add(node, order, p);
+                p += 1 << order;
+            }
+            self.nodes[node].nr_free = nr as u64;
+            self.nodes[node].wmark = watermarks(nr as u64, total, min_free_kbytes, scale);
+        }
+        let batch: Vec<usize> = self.nodes.iter().map(|n| pcp_batch(n.nr_pages as u64)).collect();
+        self.pcp = (0..self.cpus.len())
+            .map(|_| batch.iter().map(|&b| Pcp { list: Vec::new(), high: 6 * b, batch: b }).collect())
+            .collect();
+    }
+
+    // ------------------------------------------------------------------ buddy lists
+
+    fn list_add(&mut self, node: usize, order: usize, pfn: u32) {
+        let head = self.nodes[node].free_area.head[order];
+        {
+            let f = &mut self.frames[pfn as usize];
+            f.lru_next = head;
+            f.lru_prev = NIL;
+            f.order = order as u8;
+            f.flags |= pg::BUDDY | pg::FREE;
+        }
+        if head != NIL {
+            self.frames[head as usize].lru_prev = pfn;
+        }
+        let fa = &mut self.nodes[node].free_area;
+        fa.head[order] = pfn;
+        fa.nr_free[order] += 1;
+    }
+
+    fn list_del(&mut self, node: usize, order: usize, pfn: u32) {
+        let (n, p) = (self.frames[pfn as usize].lru_next, self.frames[pfn as usize].lru_prev);
+        if p != NIL {
+            self.frames[p as usize].lru_next = n;
+        } else {
+            self.nodes[node].free_area.head[order] = n;
+        }
+        if n != NIL {
+            self.frames[n as usize].lru_prev = p;
+        }
+        let f = &mut self.frames[pfn as usize];
+        f.flags &= !pg::BUDDY;
+        f.lru_next = NIL;
+        f.lru_prev = NIL;
+        self.nodes[node].free_area.nr_free[order] -= 1;
+    }
+
+    /// `__free_one_page()`: put a block back, merging with free buddies.
+    pub(crate) fn free_one_page(&mut self, pfn: u32, order: usize) {
+        let node = self.frames[pfn as usize].node as usize;
+        let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
+        let (mut pfn, mut order) = (pfn, order);
+        for i in 0..(1u32 << order) {
+            let f = &mut self.frames[(pfn + i) as usize];
+            *f = Frame { flags: pg::FREE, node: f.node, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+        }
+        while order < MAX_PAGE_ORDER {
+            let rel = pfn - start;
+            let buddy = start + (rel ^ (1 << order));
+            if buddy < start || buddy + (1 << order) > end {
+                break;
+            }
+            let b = &self.frames[buddy as usize];
+            if b.flags & pg::BUDDY == 0 || b.order as usize != order {
+                break;
+            }
+            self.list_del(node, order, buddy);
+            pfn = pfn.min(buddy);
+            order += 1;
+        }
+        self.list_add(node, order, pfn);
+    }
+
+    /// `__rmqueue_smallest()` + `expand()`: an order-`order` block from node `node`'s buddy.
+    fn rmqueue_smallest(&mut self, node: usize, order: usize) -> Option<u32> {
+        for o in order..=MAX_PAGE_ORDER {
+            let head = self.nodes[node].free_area.head[o];
+            if head == NIL {
+                continue;
+            }
+            self.list_del(node, o, head);
+            // expand(): give back the upper halves.
+            let mut size = 1u32 << o;
+            let mut cur = o;
+            while cur > order {
+                cur -= 1;
+                size >>= 1;
+                self.list_add(node, cur, head + size);
+            }
+            return Some(head);
+        }
+        None
+    }
+
+    /// Free pages of a node (buddy + its CPUs' pcp lists), as NR_FREE_PAGES.
+    pub fn node_free_pages(&self, node: usize) -> u64 {
+        self.nodes[node].nr_free
+    }
+
+    pub fn nr_free_pages(&self) -> u64 {
+        self.nodes.iter().map(|n| n.nr_free).sum()
+    }
+
+    fn prep_new_page(&mut self, pfn: u32, order: usize) {
+        for i in 0..(1u32 << order) {
+            let f = &mut self.frames[(pfn + i) as usize];
+            debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
+            *f = Frame { flags: 0, node: f.node, refcount: (i == 0) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+        }
+        let node = self.frames[pfn as usize].node as usize;
+        self.nodes[node].nr_free -= 1 << order;
+        self.vmstat.add(VmEvent::PGALLOC, 1 << order);
+    }
+
+    /// Take one order-0 page from a node without any watermark check or reclaim (boot-time and
+    /// kernel-internal allocations). Falls back to the other nodes in id order.
     pub fn alloc_page(&mut self, nid: NodeId) -> Option<Pfn> {
+        self.alloc_pages_node_nocheck(nid, 0)
+    }
+
+    /// An order-`order` block, no watermark check, falling back over nodes in id order.
+    pub fn alloc_pages_node_nocheck(&mut self, nid: NodeId, order: usize) -> Option<Pfn> {
         let n = self.nodes.len();
         for i in 0..n {
             let node = (nid.0 as usize + i) % n;
-            if let Some(pfn) = self.nodes[node].free.pop() {
-                let f = &mut self.frames[pfn.0 as usize];
-                debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {pfn}");
-                *f = Frame { flags: 0, node: f.node, refcount: 1, mapcount: 0, mapping: 0, index: 0 };
-                self.vmstat.count(crate::mm::vmstat::VmEvent::PGALLOC);
-                return Some(pfn);
+            if let Some(p) = self.rmqueue_smallest(node, order) {
+                self.prep_new_page(p, order);
+                return Some(Pfn(p));
             }
         }
         None
     }
 
-    /// `free_unref_page()`: the frame returns to its node's free list.
+    /// `rmqueue()` for order 0 through the CPU's pcp list of that node (refilled `batch` at a
+    /// time from the buddy, `rmqueue_bulk()`).
+    fn rmqueue_pcp(&mut self, cpu: CpuId, node: usize) -> Option<u32> {
+        let ci = cpu.0 as usize;
+        if self.pcp[ci][node].list.is_empty() {
+            let batch = self.pcp[ci][node].batch;
+            for _ in 0..batch {
+                match self.rmqueue_smallest(node, 0) {
+                    Some(p) => self.pcp[ci][node].list.push(Pfn(p)),
+                    None => break,
+                }
+            }
+            // Pages on a pcp list still count as free (NR_FREE_PAGES) in Linux; keep it so.
+        }
+        self.pcp[ci][node].list.pop().map(|p| p.0)
+    }
+
+    /// `zone_watermark_ok()` for an order-0 allocation against `mark`.
+    pub fn watermark_ok(&self, node: usize, mark: u64) -> bool {
+        self.nodes[node].nr_free > mark
+    }
+
+    /// `get_page_from_freelist()` for one page on `cpu`, trying the local node first and then
+    /// the others (zonelist order), each only above watermark `which`.
+    fn get_page_from_freelist(&mut self, cpu: CpuId, nid: NodeId, which: fn(&Watermarks) -> u64) -> Option<Pfn> {
+        let n = self.nodes.len();
+        for i in 0..n {
+            let node = (nid.0 as usize + i) % n;
+            let mark = which(&self.nodes[node].wmark);
+            if !self.watermark_ok(node, mark) {
+                continue;
+            }
+            if let Some(p) = self.rmqueue_pcp(cpu, node) {
+                self.prep_new_page(p, 0);
+                return Some(Pfn(p));
+            }
+        }
+        None
+    }
+
+    /// `__alloc_pages()` for one order-0 page in task context on `cpu`: the fast path above the
+    /// low watermark; else wake kswapd, try above min, then direct reclaim (which runs on this
+    /// CPU and costs this task's time), then OOM (None: the caller kills the task and the run
+    /// counts it). Never panics on exhaustion.
+    pub fn alloc_pages(&mut self, cpu: CpuId, nid: NodeId) -> Option<Pfn> {
+        if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.low) {
+            return Some(p);
+        }
+        // __alloc_pages_slowpath(): wake_all_kswapds(), then retry against min.
+        self.wake_all_kswapds(cpu, nid);
+        if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.min) {
+            return Some(p);
+        }
+        for _ in 0..16 {
+            let reclaimed = self.try_to_free_pages(cpu, nid);
+            if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.min) {
+                return Some(p);
+            }
+            if reclaimed == 0 {
+                break;
+            }
+        }
+        // Last resort below min (ALLOC_HARDER/OOM victim reserves), then OOM.
+        if let Some(p) = self.alloc_page(nid) {
+            return Some(p);
+        }
+        self.oom_events += 1;
+        self.vmstat.count(VmEvent::OOM_KILL);
+        None
+    }
+
+    /// `free_unref_page()`: an order-0 page goes to the pcp list of the CPU doing the freeing (if
+    /// any), which spills `batch` pages to the buddy above `high`.
     pub fn free_page(&mut self, pfn: Pfn) {
-        let f = &mut self.frames[pfn.0 as usize];
+        let f = &self.frames[pfn.0 as usize];
         assert!(f.flags & pg::FREE == 0, "simulator bug: double free of {pfn}");
         assert!(f.flags & pg::ZERO == 0, "simulator bug: freeing the zero page");
         debug_assert_eq!(f.mapcount, 0, "simulator bug: freeing mapped frame {pfn}");
+        debug_assert!(f.flags & pg::LRU == 0, "simulator bug: freeing a frame still on an LRU list {pfn}");
         let node = f.node as usize;
-        *f = Frame { flags: pg::FREE, node: f.node, ..Default::default() };
-        self.nodes[node].free.push(pfn);
-        self.vmstat.count(crate::mm::vmstat::VmEvent::PGFREE);
+        self.vmstat.count(VmEvent::PGFREE);
+        self.nodes[node].nr_free += 1;
+        let Some(cpu) = self.running_cpu else {
+            self.free_one_page(pfn.0, 0);
+            return;
+        };
+        {
+            let fr = &mut self.frames[pfn.0 as usize];
+            *fr = Frame { flags: pg::FREE, node: fr.node, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+        }
+        let pcp = &mut self.pcp[cpu.0 as usize][node];
+        pcp.list.push(pfn);
+        if pcp.list.len() > pcp.high {
+            // free_pcppages_bulk(): the oldest `batch` pages go back to the buddy.
+            let batch = pcp.batch.min(pcp.list.len());
+            let out: Vec<Pfn> = pcp.list.drain(..batch).collect();
+            for p in out {
+                self.free_one_page(p.0, 0);
+            }
+        }
+    }
+
+    /// Free a whole block of `1 << order` pages straight to the buddy (huge pages, contiguous runs).
+    pub fn free_pages_order(&mut self, pfn: Pfn, order: usize) {
+        let node = self.frames[pfn.0 as usize].node as usize;
+        self.nodes[node].nr_free += 1 << order;
+        self.vmstat.add(VmEvent::PGFREE, 1 << order);
+        self.free_one_page(pfn.0, order);
+    }
+
+    /// `alloc_contig_pages()`: `nr` contiguous free pages on `nid`, aligned to `align` pages, for
+    /// runs larger than MAX_PAGE_ORDER (1 GiB huge pages). Departure: Linux migrates movable
+    /// pages out of the way (alloc_contig_range); here only already-free ranges qualify.
+    pub fn alloc_contig_pages(&mut self, nid: NodeId, nr: u32, align: u32) -> Option<Pfn> {
+        let node = nid.0 as usize;
+        self.drain_pcp(node);
+        let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
+        let mut base = start.div_ceil(align) * align;
+        while base + nr <= end {
+            match (base..base + nr).find(|&p| self.frames[p as usize].flags & pg::FREE == 0) {
+                Some(busy) => base = (busy + 1).div_ceil(align) * align,
+                None => {
+                    // Pull every buddy block inside the run off its list, then carve the run.
+                    let mut p = base;
+                    while p < base + nr {
+                        // The head of the free block containing p: the buddy-aligned frame at
+                        // some order that carries pg::BUDDY with that order (p itself may sit
+                        // on a pcp list: drained above, so every free frame is in the buddy).
+                        let head = (0..=MAX_PAGE_ORDER)
+                            .map(|o| (o, start + ((p - start) & !((1u32 << o) - 1))))
+                            .find(|&(o, h)| {
+                                let f = &self.frames[h as usize];
+                                f.flags & pg::BUDDY != 0 && f.order as usize == o
+                            })
+                            .map(|(_, h)| h)
+                            .unwrap_or_else(|| panic!("simulator bug: free frame {p} not in a buddy block"));
+                        let order = self.frames[head as usize].order as usize;
+                        self.list_del(node, order, head);
+                        // Give back the parts of the block outside the run.
+                        for q in head..head + (1 << order) {
+                            if q < base || q >= base + nr {
+                                self.free_one_page(q, 0);
+                            } else {
+                                self.frames[q as usize].flags &= !pg::BUDDY;
+                            }
+                        }
+                        p = head + (1 << order);
+                    }
+                    for q in base..base + nr {
+                        let f = &mut self.frames[q as usize];
+                        *f = Frame { flags: 0, node: f.node, refcount: (q == base) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+                    }
+                    self.nodes[node].nr_free -= nr as u64;
+                    self.vmstat.add(VmEvent::PGALLOC, nr as u64);
+                    return Some(Pfn(base));
+                }
+            }
+        }
+        None
+    }
+
+    /// `free_contig_range()`.
+    pub fn free_contig_range(&mut self, pfn: Pfn, nr: u32) {
+        for p in pfn.0..pfn.0 + nr {
+            let f = &mut self.frames[p as usize];
+            f.refcount = 0;
+            self.free_pages_order(Pfn(p), 0);
+        }
+    }
+
+    /// `drain_pages()`: return a node's pcp pages on every CPU to the buddy.
+    pub fn drain_pcp(&mut self, node: usize) {
+        for ci in 0..self.pcp.len() {
+            let out: Vec<Pfn> = self.pcp[ci][node].list.drain(..).collect();
+            for p in out {
+                self.free_one_page(p.0, 0);
+            }
+        }
     }
 
     /// `folio_put()`: drop a reference, freeing the frame at zero.
@@ -46,6 +409,9 @@ impl Sim {
         assert!(f.refcount > 0, "simulator bug: refcount underflow on {pfn}");
         f.refcount -= 1;
         if f.refcount == 0 {
+            if f.flags & pg::LRU != 0 {
+                self.lru_del(pfn);
+            }
             self.free_page(pfn);
         }
     }
@@ -56,8 +422,70 @@ impl Sim {
             f.refcount += 1;
         }
     }
+}
 
-    pub fn nr_free_pages(&self) -> u64 {
-        self.nodes.iter().map(|n| n.free.len() as u64).sum()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_watermarks_follow_the_kernel_formula() {
+        // 16 GiB node: min_free_kbytes = sqrt(16 GiB in KiB * 16) = 16384 KiB.
+        let pages = 4 << 20;
+        assert_eq!(default_min_free_kbytes(pages), 16384);
+        let w = watermarks(pages, pages, 16384, 10);
+        assert_eq!(w.min, 4096);
+        assert_eq!(w.low, 4096 + 4194); // max(1024, 0.1% of 4M pages)
+        assert_eq!(w.high, 4096 + 2 * 4194);
+    }
+
+    fn sim(mib: u64) -> Sim {
+        let cfg = crate::config::Config::defaults(&["machine.cpus=2".into(), format!("machine.mem_per_node_mib={mib}")]).unwrap();
+        Sim::new(&cfg)
+    }
+
+    /// Buddy invariant: free counts match the lists, and freeing everything merges back into
+    /// maximal blocks.
+    #[test]
+    fn buddy_splits_and_merges_back() {
+        let mut s = sim(16);
+        let total = s.nr_free_pages();
+        let count = |s: &Sim| (0..=MAX_PAGE_ORDER).map(|o| s.nodes[0].free_area.nr_free[o] << o).sum::<u64>();
+        assert_eq!(count(&s), total);
+        let mut got = Vec::new();
+        for i in 0..200usize {
+            let order = i % 4;
+            let p = s.alloc_pages_node_nocheck(NodeId(0), order).unwrap();
+            got.push((p, order));
+        }
+        let used: u64 = got.iter().map(|&(_, o)| 1u64 << o).sum();
+        assert_eq!(s.nr_free_pages(), total - used);
+        assert_eq!(count(&s), total - used);
+        for (p, o) in got.into_iter().rev() {
+            s.frames[p.0 as usize].refcount = 0;
+            s.free_pages_order(p, o);
+        }
+        assert_eq!(s.nr_free_pages(), total);
+        assert_eq!(count(&s), total);
+        // 16 MiB = 4096 pages = four order-10 blocks; the zero page took one page, so after
+        // freeing everything else the lists hold that split block and three whole ones.
+        assert_eq!(s.nodes[0].free_area.nr_free[MAX_PAGE_ORDER], 3);
+    }
+
+    #[test]
+    fn contiguous_runs_beyond_the_max_order() {
+        let mut s = sim(64);
+        let before = s.nr_free_pages();
+        let p = s.alloc_contig_pages(NodeId(0), 4096, 4096).expect("16 MiB aligned run");
+        assert_eq!(p.0 % 4096, 0);
+        assert_eq!(s.nr_free_pages(), before - 4096);
+        s.free_contig_range(p, 4096);
+        assert_eq!(s.nr_free_pages(), before);
+    }
+
+    #[test]
+    fn pcp_batch_is_capped() {
+        assert_eq!(pcp_batch(4 << 20), 63);
+        assert!(pcp_batch(1024) >= 1);
     }
 }

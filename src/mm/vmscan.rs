@@ -1,40 +1,261 @@
-//! Reclaim (mm/vmscan.c, Linux 6.18): `reclaim_pages()` → `shrink_folio_list()`.
+//! Reclaim (mm/vmscan.c, Linux 6.18): LRU lists, `shrink_node` → `shrink_lruvec` →
+//! `shrink_active_list` / `shrink_inactive_list` → `shrink_folio_list`, kswapd
+//! (`balance_pgdat` to the high watermark) and direct reclaim (`try_to_free_pages`), plus
+//! `reclaim_pages()` for MADV_PAGEOUT.
 //!
-//! Modelled here: the path MADV_PAGEOUT uses — every folio is unmapped with TTU_BATCH_FLUSH,
-//! a dirty file folio gets `try_to_unmap_flush_dirty()` and is written back (`pageout`), and one
-//! `try_to_unmap_flush()` runs after the scan loop, before clean folios are freed
-//! (`__remove_mapping`). Anon folios need swap, which is off: they stay (activated), as in Linux
-//! without a swap device. LRU lists, kswapd and watermarks are the memory-pressure work.
+//! `shrink_folio_list()` follows the kernel: `folio_check_references()` via `folio_referenced()`
+//! (x86 clears the accessed bit without a flush), unmap with TTU_BATCH_FLUSH when the batched
+//! unmap flush (seed 002, Linux 4.3+) is on, `try_to_unmap_flush_dirty()` before `pageout()`,
+//! and `try_to_unmap_flush()` before each batch of PAGEVEC_SIZE freed folios (recent kernels,
+//! which free folios in batches) and at the end (all versions since 4.3).
+//! With the batched flush off, try_to_unmap() clears and flushes each PTE (`ptep_clear_flush`).
+//!
+//! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
+//! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg, no
+//! workingset refault detection, one zone per node; scan balance is fixed (file only, inactive
+//! refilled from active when the inactive list is smaller, as inactive_is_low()).
 
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
-use crate::sim::{pg, Sim};
+use crate::mm::page_alloc::NIL;
+use crate::sim::{pg, vm, Sim, TaskState};
 use crate::types::*;
 
 /// PAGEVEC_SIZE: shrink_folio_list() frees folios in batches of this many, flushing the pending
 /// unmap batch before each (the folio_batch `free_folios`).
 pub const PAGEVEC_SIZE: usize = 31;
+/// SWAP_CLUSTER_MAX: folios isolated per shrink_inactive_list() call.
+pub const SWAP_CLUSTER_MAX: usize = 32;
+/// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
+pub const DEF_PRIORITY: u32 = 12;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lru {
+    InactiveAnon = 0,
+    ActiveAnon = 1,
+    InactiveFile = 2,
+    ActiveFile = 3,
+}
+
+/// One LRU list: head = most recently added, tail = oldest.
+#[derive(Clone, Copy, Debug)]
+pub struct LruList {
+    pub head: u32,
+    pub tail: u32,
+    pub len: u64,
+}
+
+impl Default for LruList {
+    fn default() -> Self {
+        LruList { head: NIL, tail: NIL, len: 0 }
+    }
+}
+
+/// `struct lruvec` of a node.
+#[derive(Clone, Debug, Default)]
+pub struct Lruvec {
+    pub lists: [LruList; 4],
+}
+
+fn lru_of(flags: u16) -> Lru {
+    match (flags & pg::ANON != 0, flags & pg::ACTIVE != 0) {
+        (true, false) => Lru::InactiveAnon,
+        (true, true) => Lru::ActiveAnon,
+        (false, false) => Lru::InactiveFile,
+        (false, true) => Lru::ActiveFile,
+    }
+}
+
+/// What folio_check_references() decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FolioRef {
+    Activate,
+    Keep,
+    Reclaim,
+}
 
 impl Sim {
-    /// `reclaim_pages()` on an isolated list.
-    pub fn reclaim_pages(&mut self, cpu: CpuId, folios: Vec<Pfn>) {
-        self.shrink_folio_list(cpu, folios);
+    // ------------------------------------------------------------------ LRU lists
+
+    /// `lruvec_add_folio()` at the head of its list.
+    pub fn lru_add(&mut self, pfn: Pfn) {
+        let f = self.frames[pfn.0 as usize];
+        debug_assert!(f.flags & pg::LRU == 0, "simulator bug: {pfn} already on an LRU");
+        let (node, lru) = (f.node as usize, lru_of(f.flags) as usize);
+        let l = self.nodes[node].lru.lists[lru];
+        {
+            let fr = &mut self.frames[pfn.0 as usize];
+            fr.flags |= pg::LRU;
+            fr.lru_next = l.head;
+            fr.lru_prev = NIL;
+        }
+        if l.head != NIL {
+            self.frames[l.head as usize].lru_prev = pfn.0;
+        }
+        let l = &mut self.nodes[node].lru.lists[lru];
+        l.head = pfn.0;
+        if l.tail == NIL {
+            l.tail = pfn.0;
+        }
+        l.len += 1;
     }
 
-    /// `shrink_folio_list()` with `ignore_references` (the madvise path). Returns pages reclaimed.
-    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>) -> u64 {
+    /// `lruvec_del_folio()`.
+    pub fn lru_del(&mut self, pfn: Pfn) {
+        let f = self.frames[pfn.0 as usize];
+        debug_assert!(f.flags & pg::LRU != 0);
+        let (node, lru) = (f.node as usize, lru_of(f.flags) as usize);
+        if f.lru_prev != NIL {
+            self.frames[f.lru_prev as usize].lru_next = f.lru_next;
+        } else {
+            self.nodes[node].lru.lists[lru].head = f.lru_next;
+        }
+        if f.lru_next != NIL {
+            self.frames[f.lru_next as usize].lru_prev = f.lru_prev;
+        } else {
+            self.nodes[node].lru.lists[lru].tail = f.lru_prev;
+        }
+        self.nodes[node].lru.lists[lru].len -= 1;
+        let fr = &mut self.frames[pfn.0 as usize];
+        fr.flags &= !pg::LRU;
+        fr.lru_next = NIL;
+        fr.lru_prev = NIL;
+    }
+
+    /// `folio_add_lru()`: new folios reach the LRU through a per-CPU batch (cpu_fbatches.lru_add)
+    /// that is drained into the lists when it fills, so each CPU's folios land on the LRU in runs.
+    /// Reclaim later isolates those runs together, which is why a batched flush covers few CPUs.
+    pub fn folio_add_lru(&mut self, cpu: CpuId, pfn: Pfn) {
+        let ci = cpu.0 as usize;
+        self.lru_add_batch[ci].push(pfn);
+        if self.lru_add_batch[ci].len() >= self.p.lru_add_batch {
+            self.lru_add_drain(cpu);
+        }
+    }
+
+    /// `lru_add_drain()` for one CPU.
+    pub fn lru_add_drain(&mut self, cpu: CpuId) {
+        let batch = std::mem::take(&mut self.lru_add_batch[cpu.0 as usize]);
+        for pfn in batch {
+            // A folio freed while still in the batch is gone (its last put dropped it).
+            let f = &self.frames[pfn.0 as usize];
+            if f.refcount > 0 && f.flags & (pg::FREE | pg::LRU) == 0 {
+                self.lru_add(pfn);
+            }
+        }
+    }
+
+    /// `folio_isolate_lru()`: take a folio off its LRU for reclaim. False if it is not on one.
+    pub fn folio_isolate_lru(&mut self, pfn: Pfn) -> bool {
+        if self.frames[pfn.0 as usize].flags & pg::LRU == 0 {
+            return false;
+        }
+        self.lru_del(pfn);
+        true
+    }
+
+    /// `folio_putback_lru()`, with the active flag as decided.
+    fn putback(&mut self, pfn: Pfn, active: bool) {
+        let f = &mut self.frames[pfn.0 as usize];
+        if f.refcount == 0 || f.flags & pg::FREE != 0 {
+            return;
+        }
+        if active {
+            f.flags |= pg::ACTIVE;
+        } else {
+            f.flags &= !pg::ACTIVE;
+        }
+        self.lru_add(pfn);
+    }
+
+    // ------------------------------------------------------------------ references
+
+    /// `folio_referenced()`: count the PTEs mapping the folio that are young, clearing the
+    /// accessed bit (`ptep_clear_flush_young`, which on x86 does not flush: a stale TLB entry
+    /// only means the next access will not set the bit again). Returns (count, any VM_EXEC).
+    fn folio_referenced(&mut self, cpu: CpuId, pfn: Pfn) -> (u32, bool) {
+        let mut referenced = 0;
+        let mut exec = false;
+        let maps = self.rmap_walk(pfn);
+        for (mm, vpn) in maps {
+            let pte = self.mm(mm).pgtable.get(vpn);
+            if pte.young() {
+                referenced += 1;
+                self.mm_mut(mm).pgtable.set(vpn, pte.with(0, crate::mm::pgtable::Pte::ACCESSED));
+            }
+            if let Some(v) = crate::mm::mmap::find_vma_in(self.mm(mm), vpn) {
+                exec |= v.flags & vm::EXEC != 0;
+            }
+        }
+        self.charge_sys(cpu, self.p.pte_update_ns * (1 + referenced) as f64);
+        (referenced, exec)
+    }
+
+    /// `folio_check_references()`.
+    fn folio_check_references(&mut self, cpu: CpuId, pfn: Pfn) -> FolioRef {
+        let (referenced_ptes, exec) = self.folio_referenced(cpu, pfn);
+        let f = &mut self.frames[pfn.0 as usize];
+        let referenced_folio = f.flags & pg::REFERENCED != 0;
+        f.flags &= !pg::REFERENCED;
+        if referenced_ptes > 0 {
+            f.flags |= pg::REFERENCED;
+            if referenced_folio || referenced_ptes > 1 || exec {
+                return FolioRef::Activate;
+            }
+            return FolioRef::Keep;
+        }
+        FolioRef::Reclaim
+    }
+
+    // ------------------------------------------------------------------ shrinking
+
+    /// `reclaim_pages()` on folios picked by MADV_PAGEOUT: isolate, shrink ignoring references,
+    /// put back what was not reclaimed.
+    pub fn reclaim_pages(&mut self, cpu: CpuId, folios: Vec<Pfn>) {
+        let isolated: Vec<Pfn> = folios.into_iter().filter(|&p| self.folio_isolate_lru(p)).collect();
+        self.shrink_folio_list(cpu, isolated, true, None);
+    }
+
+    /// `shrink_folio_list()`: reclaim what can be from an isolated list; the rest is put back.
+    /// `reclaim_stat` gets (scanned, reclaimed). Returns pages reclaimed.
+    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>) -> u64 {
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         let mut free_folios: Vec<Pfn> = Vec::with_capacity(PAGEVEC_SIZE);
         let mut reclaimed = 0u64;
+        let batched = self.p.batched_unmap_flush;
         for pfn in folios {
             let f = *self.frame(pfn);
+            match kswapd {
+                Some(true) => self.vmstat.count(VmEvent::PGSCAN_KSWAPD),
+                _ => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
+            }
             if f.flags & pg::ANON != 0 {
-                // No swap: anon folios cannot be reclaimed (add_to_swap fails) and are kept.
+                // No swap: add_to_swap() fails and the folio is activated.
+                self.putback(pfn, true);
+                self.vmstat.count(VmEvent::PGACTIVATE);
                 continue;
             }
-            self.vmstat.count(VmEvent::PGSCAN_DIRECT);
+            if !ignore_references {
+                match self.folio_check_references(cpu, pfn) {
+                    FolioRef::Activate => {
+                        self.putback(pfn, true);
+                        self.vmstat.count(VmEvent::PGACTIVATE);
+                        continue;
+                    }
+                    FolioRef::Keep => {
+                        self.putback(pfn, false);
+                        continue;
+                    }
+                    FolioRef::Reclaim => {}
+                }
+            }
             if f.mapcount > 0 {
-                self.try_to_unmap(cpu, pfn, Some(&mut batch));
+                let b = if batched { Some(&mut batch) } else { None };
+                self.try_to_unmap(cpu, pfn, b);
+            }
+            if self.frame(pfn).mapcount != 0 {
+                self.putback(pfn, true);
+                continue;
             }
             if self.frame(pfn).flags & pg::DIRTY != 0 {
                 // pageout(): stale writable TLB entries must be gone before the I/O starts.
@@ -43,15 +264,15 @@ impl Sim {
                 self.vmstat.count(VmEvent::PGPGOUT);
                 self.charge_sys(cpu, self.p.block_write_ns);
             }
-            if self.frame(pfn).mapcount != 0 {
-                continue;
-            }
             // __remove_mapping(): out of the page cache; the frame is freed with its batch.
             self.remove_from_page_cache(pfn);
-            self.vmstat.count(VmEvent::PGSTEAL_DIRECT);
+            match kswapd {
+                Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
+                _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
+            }
             reclaimed += 1;
             free_folios.push(pfn);
-            if free_folios.len() == PAGEVEC_SIZE {
+            if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
                 self.try_to_unmap_flush(cpu, &mut batch);
                 self.free_folio_batch(cpu, &mut free_folios);
@@ -69,5 +290,122 @@ impl Sim {
             self.put_page(pfn);
         }
         self.charge_sys(cpu, self.p.page_alloc_ns * n as f64);
+    }
+
+    /// Isolate up to `n` folios from the tail of a list (`isolate_lru_folios()`).
+    fn isolate_lru_folios(&mut self, node: usize, lru: Lru, n: usize) -> Vec<Pfn> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let tail = self.nodes[node].lru.lists[lru as usize].tail;
+            if tail == NIL {
+                break;
+            }
+            self.lru_del(Pfn(tail));
+            out.push(Pfn(tail));
+        }
+        out
+    }
+
+    /// `shrink_active_list()`: move folios from the active to the inactive list, keeping
+    /// referenced executable file folios active.
+    fn shrink_active_list(&mut self, cpu: CpuId, node: usize, lru: Lru, n: usize) {
+        let folios = self.isolate_lru_folios(node, lru, n);
+        self.vmstat.add(VmEvent::PGREFILL, folios.len() as u64);
+        for pfn in folios {
+            let (referenced, exec) = self.folio_referenced(cpu, pfn);
+            let keep = referenced > 0 && exec;
+            self.putback(pfn, keep);
+            if !keep {
+                self.vmstat.count(VmEvent::PGDEACTIVATE);
+            }
+        }
+    }
+
+    /// `shrink_node()` → `shrink_lruvec()` at a scan priority: refill the inactive file list if
+    /// it is low (inactive_is_low()), then scan `max(inactive >> priority, SWAP_CLUSTER_MAX)`
+    /// folios from it in batches of SWAP_CLUSTER_MAX, stopping once `nr_to_reclaim` is met.
+    /// Returns pages reclaimed.
+    pub fn shrink_node(&mut self, cpu: CpuId, node: usize, kswapd: bool, priority: u32, nr_to_reclaim: u64) -> u64 {
+        let lists = self.nodes[node].lru.lists;
+        let (inactive, active) = (lists[Lru::InactiveFile as usize].len, lists[Lru::ActiveFile as usize].len);
+        let gb = ((inactive + active) * 4096) >> 30;
+        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
+        if inactive * ratio < active {
+            let n = ((active >> priority) as usize).max(SWAP_CLUSTER_MAX);
+            self.shrink_active_list(cpu, node, Lru::ActiveFile, n);
+        }
+        // shrink_inactive_list() starts with lru_add_drain() of this CPU.
+        self.lru_add_drain(cpu);
+        let mut to_scan = ((self.nodes[node].lru.lists[Lru::InactiveFile as usize].len >> priority) as usize).max(SWAP_CLUSTER_MAX);
+        let mut reclaimed = 0;
+        while to_scan > 0 && reclaimed < nr_to_reclaim {
+            let folios = self.isolate_lru_folios(node, Lru::InactiveFile, to_scan.min(SWAP_CLUSTER_MAX));
+            if folios.is_empty() {
+                break;
+            }
+            to_scan = to_scan.saturating_sub(folios.len());
+            reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd));
+        }
+        reclaimed
+    }
+
+    /// `wakeup_kswapd()` for the nodes an allocation on `nid` may use.
+    pub fn wake_all_kswapds(&mut self, cpu: CpuId, nid: NodeId) {
+        let _ = nid;
+        let now = self.now(cpu);
+        if self.reclaim_start.is_none() {
+            let irqs = self.cpus.iter().map(|c| c.stats.irq_tlb_count).sum();
+            self.reclaim_start = Some((now, irqs));
+        }
+        for node in 0..self.nodes.len() {
+            if self.nodes[node].nr_free > self.nodes[node].wmark.low {
+                continue;
+            }
+            let Some(t) = self.nodes[node].kswapd else { continue };
+            if self.task(t).state == TaskState::Blocked {
+                self.wake_up(t, now);
+            }
+        }
+    }
+
+    /// `try_to_free_pages()` → `do_try_to_free_pages()`: direct reclaim by the allocating task,
+    /// on its CPU, raising the scan priority from DEF_PRIORITY (12) towards 0 until
+    /// SWAP_CLUSTER_MAX pages are reclaimed.
+    pub fn try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
+        self.vmstat.count(VmEvent::ALLOCSTALL);
+        let n = self.nodes.len();
+        let mut reclaimed = 0;
+        for priority in (0..=DEF_PRIORITY).rev() {
+            for i in 0..n {
+                let node = (nid.0 as usize + i) % n;
+                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64 - reclaimed.min(SWAP_CLUSTER_MAX as u64));
+                if reclaimed >= SWAP_CLUSTER_MAX as u64 {
+                    return reclaimed;
+                }
+            }
+        }
+        reclaimed
+    }
+
+    /// One step of kswapd for `node` (`balance_pgdat()`): reclaim a batch while the node is
+    /// below its high watermark; true when it is balanced and kswapd may sleep.
+    /// Each step scans at the node's current priority; no progress raises it (towards 0), a
+    /// balanced node resets it to DEF_PRIORITY.
+    pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> bool {
+        if self.nodes[node].nr_free >= self.nodes[node].wmark.high {
+            self.nodes[node].kswapd_priority = DEF_PRIORITY;
+            return true;
+        }
+        let prio = self.nodes[node].kswapd_priority;
+        let r = self.shrink_node(cpu, node, true, prio, SWAP_CLUSTER_MAX as u64);
+        if r == 0 {
+            if prio == 0 {
+                // Nothing reclaimable at the highest priority: give up until woken again.
+                self.nodes[node].kswapd_priority = DEF_PRIORITY;
+                return true;
+            }
+            self.nodes[node].kswapd_priority = prio - 1;
+        }
+        false
     }
 }

@@ -38,6 +38,16 @@ vm_events! {
     // HugeTLB.
     HTLB_BUDDY_ALLOC_SUCCESS => "htlb_buddy_alloc_success",
     HTLB_BUDDY_ALLOC_FAIL => "htlb_buddy_alloc_fail",
+    // Reclaim.
+    PGSCAN_KSWAPD => "pgscan_kswapd",
+    PGSTEAL_KSWAPD => "pgsteal_kswapd",
+    PGACTIVATE => "pgactivate",
+    PGDEACTIVATE => "pgdeactivate",
+    PGREFILL => "pgrefill",
+    PGROTATED => "pgrotated",
+    KSWAPD_WAKEUPS => "kswapd_wakeup",
+    ALLOCSTALL => "allocstall_normal",
+    OOM_KILL => "oom_kill",
     // Add further counters at the end, each with its kernel name.
 }
 

@@ -2,6 +2,8 @@
 //! formats (/proc/interrupts, /proc/vmstat, perf stat, /proc/meminfo), as a human summary, and as
 //! JSON for scripts.
 
+pub mod hugetlb;
+
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -54,7 +56,6 @@ impl Report {
         counters.insert("iTLB-load-misses".into(), sum(|s| s.itlb_misses));
         counters.insert("tlb:tlb_flush".into(), sum(|s| s.tlb_flush_events));
         counters.insert("context-switches".into(), sum(|s| s.context_switches));
-        counters.insert("oom_kill".into(), sim.oom_events);
         let per_cpu = PerCpu {
             tlb_shootdowns: sim.cpus.iter().map(|c| c.stats.irq_tlb_count).collect(),
             user_ns: sim.cpus.iter().map(|c| c.stats.user_ns).collect(),
@@ -96,6 +97,7 @@ impl Report {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
+        .chain(hugetlb::meminfo_values(sim))
         .collect();
         Report {
             scenario: sim.cfg.name.clone(),
@@ -134,7 +136,8 @@ impl Report {
         ["MemTotal", "MemFree", "Cached", "Dirty", "AnonPages", "Mapped", "PageTables"]
             .iter()
             .map(|k| format!("{:<16}{:>8} kB\n", format!("{k}:"), self.meminfo[*k]))
-            .collect()
+            .collect::<String>()
+            + &hugetlb::meminfo_lines(&self.meminfo)
     }
 
     /// `perf stat -e dTLB-loads,dTLB-load-misses,...` style output.

@@ -15,9 +15,15 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("hvo", "seed 004: HugeTLB vmemmap optimisation (5.14) and its batched flushes"),
 ];
 
-pub fn cli(name: &str, json: Option<PathBuf>) -> ExitCode {
+/// `sets` are `--set key=value` overrides applied to every run of the experiment (BEFORE and
+/// AFTER alike), for sensitivity studies.
+pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>) -> ExitCode {
+    if (!sets.is_empty() || seeds.is_some()) && name != "batched-flush" {
+        eprintln!("mmsim reproduce: --set and --seeds are supported for batched-flush only");
+        return ExitCode::from(2);
+    }
     match name {
-        "batched-flush" => batched_flush::cli(json),
+        "batched-flush" => batched_flush::cli(json, sets, seeds.unwrap_or(batched_flush::SEEDS)),
         "vmacache" => vmacache::cli(json),
         "hvo" => hvo::cli(json),
         _ => {

@@ -14,6 +14,8 @@ pub enum Body {
     Synth(synth::SynthState),
     /// The VMA-lookup workloads (boot, kbuild, database, ebizzy) and trace replay.
     Vma(Box<vma::VmaState>),
+    /// kswapd of a node (a kernel thread: no mm).
+    Kswapd(u32),
 }
 
 #[derive(Debug)]

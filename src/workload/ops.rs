@@ -1,7 +1,7 @@
 //! The op language for microbenchmarks: one program per thread (see docs/ops.md).
 //!
 //! ```text
-//! mmap NAME PAGES [anon | file:FNAME] [private | shared] [prot=none|r|rw] [at=0xADDR]
+//! mmap NAME PAGES [anon | file:FNAME [sparse]] [private | shared] [prot=none|r|rw] [at=0xADDR]
 //! touch NAME read|write          # touch every page of the region once, in order
 //! munmap NAME
 //! mprotect NAME none|r|rw
@@ -21,7 +21,7 @@ use crate::types::*;
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    Mmap { region: String, pages: u64, file: Option<String>, shared: bool, prot: Prot, at: Option<u64> },
+    Mmap { region: String, pages: u64, file: Option<String>, shared: bool, prot: Prot, at: Option<u64>, sparse: bool },
     Touch { region: String, write: bool },
     Munmap { region: String },
     Mprotect { region: String, prot: Prot },
@@ -87,12 +87,14 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
             "mmap" => {
                 want(3, "mmap NAME PAGES [anon|file:F] [private|shared] [prot=..] [at=0x..]")?;
                 let pages: u64 = w[2].parse().ok().filter(|&p| p > 0 && p < (1 << 36)).ok_or_else(|| err(format!("'{}': PAGES must be a positive integer", w[2])))?;
-                let (mut file, mut shared, mut prot, mut at) = (None, false, Prot::ReadWrite, None);
+                let (mut file, mut shared, mut prot, mut at, mut sparse) = (None, false, Prot::ReadWrite, None, false);
                 for opt in &w[3..] {
                     if *opt == "anon" {
                         file = None;
                     } else if let Some(f) = opt.strip_prefix("file:") {
                         file = Some(f.to_string());
+                    } else if *opt == "sparse" {
+                        sparse = true;
                     } else if *opt == "shared" {
                         shared = true;
                     } else if *opt == "private" {
@@ -109,7 +111,10 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                         return Err(err(format!("unknown mmap option '{opt}'")));
                     }
                 }
-                Op::Mmap { region: w[1].to_string(), pages, file, shared, prot, at }
+                if sparse && file.is_none() {
+                    return Err(err("'sparse' applies to a file mapping (file:NAME)".into()));
+                }
+                Op::Mmap { region: w[1].to_string(), pages, file, shared, prot, at, sparse }
             }
             "touch" => {
                 want(3, "touch NAME read|write")?;

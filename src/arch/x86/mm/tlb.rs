@@ -87,6 +87,11 @@ impl Sim {
         self.cpus[cpu.0 as usize].stats.tlb_flush_events += 1;
     }
 
+    /// Extra delivery time of an IPI (and its acknowledgement) between sockets.
+    fn ipi_cross_socket_ns(&self, from: CpuId, to: CpuId) -> f64 {
+        if self.cpus[from.0 as usize].socket != self.cpus[to.0 as usize].socket { self.p.ipi_cross_socket_ns } else { 0.0 }
+    }
+
     /// `inc_mm_tlb_gen()`.
     pub fn inc_mm_tlb_gen(&mut self, mm: MmId) -> u64 {
         let m = self.mm_mut(mm);
@@ -168,8 +173,7 @@ impl Sim {
                 continue;
             }
             sent += 1;
-            // A cross-socket IPI and its acknowledgement each pay one interconnect hop more.
-            let hop = if self.cpus[c.0 as usize].socket != self.cpus[cpu.0 as usize].socket { 2.0 * (self.p.remote_latency_ns - self.p.local_latency_ns).max(0.0) } else { 0.0 };
+            let hop = self.ipi_cross_socket_ns(cpu, c);
             let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
             let cost = self.remote_flush_tlb_func(c, info, arrive);
             done = done.max(arrive + cost);
@@ -398,7 +402,7 @@ impl Sim {
                 continue;
             }
             sent += 1;
-            let hop = if self.cpus[ci].socket != self.cpus[cpu.0 as usize].socket { 2.0 * (self.p.remote_latency_ns - self.p.local_latency_ns).max(0.0) } else { 0.0 };
+            let hop = self.ipi_cross_socket_ns(cpu, c);
             let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
             let cost = (self.p.ipi_handle_ns + per_cpu).round() as Ns;
             self.steal_irq_time(c, arrive, cost);
