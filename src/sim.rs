@@ -380,16 +380,8 @@ impl Params {
             mmu_gather_batch_pages: c.int("kernel.mmu_gather_batch_pages") as u64,
             lru_add_batch: crate::config::presets::pagevec_size(&preset),
             reclaim_free_batching: crate::config::presets::version(&preset) >= (6, 10),
-            batched_unmap_flush: match c.str("kernel.batched_unmap_flush").as_str() {
-                "on" => true,
-                "off" => false,
-                _ => crate::config::presets::version(&preset) >= (4, 3),
-            },
-            pt_reclaim: match c.str("kernel.pt_reclaim").as_str() {
-                "on" => true,
-                "off" => false,
-                _ => crate::config::presets::version(&preset) >= (6, 14),
-            },
+            batched_unmap_flush: c.switch("kernel.batched_unmap_flush", (4, 3)),
+            pt_reclaim: c.switch("kernel.pt_reclaim", (6, 14)),
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
         }
     }

@@ -196,6 +196,26 @@ fn validation_cases_follow_the_kernel_paths() {
     }
 }
 
+/// Scheduling: three unpinned CPU-bound threads on two CPUs. When one CPU runs out of work it
+/// pulls the thread waiting on the other (idle balance), so the run takes about 1.5x one
+/// thread's time rather than 2x.
+#[test]
+fn an_idle_cpu_pulls_waiting_work() {
+    let origin = Origin { file: "<test>".into(), line: 1 };
+    // About 6 ms of work each: longer than the 4 ms time slice, so the two threads sharing a
+    // CPU alternate and one of them is waiting when the other CPU runs dry.
+    let work = "mmap a 64\nloop 100000\ntouch a write\nend\n";
+    let run = |n: usize| {
+        let threads = (0..n).map(|i| ThreadSpec { process: i as u32, cpu: None, ops: work.into(), ops_origin: origin.clone() }).collect();
+        let cfg = Config::with_threads(&["machine.cpus=2".into()], threads).unwrap();
+        let mut sim = Sim::build(&cfg).unwrap();
+        sim.run(|_| {});
+        sim.end_ns as f64
+    };
+    let (one, three) = (run(1), run(3));
+    assert!(three < 1.75 * one && three > 1.3 * one, "3 threads on 2 CPUs took {:.2}x one thread", three / one);
+}
+
 #[test]
 fn time_accounting_adds_up() {
     let sim = run_ops(2, &[(0, "mmap a 64\nloop 50\ntouch a write\nmadvise a dontneed\nend\n"), (1, "spin forever")], &[]);

@@ -382,6 +382,16 @@ impl Config {
         }
     }
 
+    /// An `auto|on|off` mechanism switch: `auto` means "on in kernels from `since` onwards", by
+    /// the kernel.preset version.
+    pub fn switch(&self, key: &str, since: (u32, u32)) -> bool {
+        match self.str(key).as_str() {
+            "on" => true,
+            "off" => false,
+            _ => presets::version(&self.str("kernel.preset")) >= since,
+        }
+    }
+
     /// Origin of a key's value, or a pseudo-origin for a default.
     pub fn origin(&self, key: &str) -> Origin {
         self.raw(key).map(|(_, o)| o.clone()).unwrap_or(Origin { file: "<default>".into(), line: 0 })

@@ -170,11 +170,7 @@ impl Sim {
             return;
         }
         let variant = HvoVariant::parse(&self.cfg.str("kernel.hugetlb_optimize_vmemmap"));
-        let batched = match self.cfg.str("kernel.hugetlb_vmemmap_batch").as_str() {
-            "on" => true,
-            "off" => false,
-            _ => crate::config::presets::version(&self.cfg.str("kernel.preset")) >= (6, 7),
-        };
+        let batched = self.cfg.switch("kernel.hugetlb_vmemmap_batch", (6, 7));
         let nnodes = self.nodes.len();
         self.hugetlb.variant = variant;
         self.hugetlb.batched = batched;
