@@ -2,6 +2,7 @@
 //! multi-tier machines. See ARCHITECTURE.md for the codemap.
 pub mod arch;
 pub mod bench;
+pub mod check;
 pub mod config;
 pub mod engine;
 pub mod hw;

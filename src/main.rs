@@ -23,7 +23,7 @@ pub const EXIT_DISAGREE: u8 = 6;
 
 #[derive(Parser)]
 #[command(name = "mmsim", version, about = "A fast, deterministic simulator of Linux memory management and TLB flushing.",
-    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 4 time limit, 5 host cannot measure, 6 validate disagreement.")]
+    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 4 time limit, 5 host cannot measure, 6 validate disagreement.")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -97,6 +97,23 @@ enum Cmd {
     /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
     #[command(subcommand)]
     Trace(TraceCmd),
+    /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
+    /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
+    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seed 17 --inject stale-mm-cpumask")]
+    Check {
+        /// Seeds to run (1..=N), stopping at the first violation.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// Run only this seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Switch on one fault-injection site.
+        #[arg(long, value_name = "NAME")]
+        inject: Option<String>,
+        /// Write {"seeds_run", "violations": [{"seed","class","detail"}]} as JSON (atomically).
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
+    },
     /// List every scenario knob with its default, unit, description and source.
     Knobs {
         /// Print as a Markdown table (docs/knobs.md is generated this way).
@@ -125,6 +142,7 @@ fn main() -> ExitCode {
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
+        Cmd::Check { seeds, seed, inject, json } => mmsim::check::swarm::cli(seeds, seed, inject, json),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));
             ExitCode::SUCCESS

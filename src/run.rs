@@ -406,6 +406,18 @@ impl Sim {
                         StepResult::Continue
                     })
                 }
+                Op::Migrate { region: r, node } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    if node as usize >= self.nodes.len() {
+                        Err(format!("migrate: node {node} does not exist"))
+                    } else {
+                        region(self, &r).map(|(s, n)| {
+                            self.migrate_range(cpu, mm, s, n, NodeId(node));
+                            StepResult::Continue
+                        })
+                    }
+                }
                 Op::Fork => {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);

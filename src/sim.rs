@@ -330,6 +330,8 @@ pub struct Params {
     /// shrink_folio_list() frees folios in batches of PAGEVEC_SIZE, flushing before each (6.10+);
     /// before that it freed the whole list at the end, after one flush.
     pub reclaim_free_batching: bool,
+    /// migrate_pages_batch() unmaps with TTU_BATCH_FLUSH (6.3+).
+    pub migrate_batch_flush: bool,
     /// Seed 002: reclaim unmaps with TTU_BATCH_FLUSH (one flush per CPU per batch).
     pub batched_unmap_flush: bool,
     pub max_sim_ns: Ns,
@@ -381,6 +383,7 @@ impl Params {
             lru_add_batch: crate::config::presets::pagevec_size(&preset),
             reclaim_free_batching: crate::config::presets::version(&preset) >= (6, 10),
             batched_unmap_flush: c.switch("kernel.batched_unmap_flush", (4, 3)),
+            migrate_batch_flush: c.switch("kernel.migrate_batch_flush", (6, 3)),
             pt_reclaim: c.switch("kernel.pt_reclaim", (6, 14)),
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
         }
@@ -425,6 +428,10 @@ pub struct Sim {
     pub reclaim_start: Option<(Ns, u64)>,
     /// HugeTLB pools and vmemmap state (mm/hugetlb.rs, mm/hugetlb_vmemmap.rs).
     pub hugetlb: crate::mm::hugetlb::Hugetlb,
+    /// The stale-TLB oracle of `mmsim check` (src/check/): None unless a check run turns it on.
+    pub oracle: Option<Box<crate::check::Oracle>>,
+    /// The fault-injection site switched on (`check.inject`), normally `Inject::None`.
+    pub inject: crate::check::Inject,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -532,6 +539,8 @@ impl Sim {
             live_tasks: 0,
             hugetlb: Default::default(),
             reclaim_start: None,
+            oracle: None,
+            inject: crate::check::Inject::from_name(&cfg.str("check.inject")),
         };
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.

@@ -34,7 +34,7 @@ pub const fn float(min: f64, max: f64) -> Kind {
     Kind::Float { min, max }
 }
 
-pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.12", "linux-6.18"];
+pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.2", "linux-6.3", "linux-6.12", "linux-6.18"];
 pub const PATTERNS: &[&str] = &["uniform", "normal", "sequential"];
 pub const WORKLOADS: &[&str] = &["ops", "synthetic", "boot", "kbuild", "database", "ebizzy", "trace"];
 
@@ -80,6 +80,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("kernel.lazy_tlb", Kind::Bool, "true", "", "Idle and kernel threads borrow the previous mm (lazy TLB) and are skipped by shootdowns.", "arch/x86/mm/tlb.c enter_lazy_tlb(), should_flush_tlb()"),
     knob!("kernel.mm_cpumask_trim_ms", int(0, 1 << 30), "-1", "ms", "Lazy mm_cpumask: CPUs stay in the mask after switching away and are trimmed by at most one flush IPI per this interval; 0 clears the bit at switch_mm (before 6.12); -1 takes the preset's value.", "arch/x86/mm/tlb.c should_trim_cpumask() (6.12+: HZ)"),
     knob!("kernel.batched_unmap_flush", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "Seed 002 (CONFIG_ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH): reclaim unmaps with TTU_BATCH_FLUSH and sends one full-flush IPI per CPU per batch instead of ptep_clear_flush per page; auto = the preset's (4.3+).", "mm/rmap.c try_to_unmap_flush(), commit 72b252aed506"),
+    knob!("kernel.migrate_batch_flush", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "migrate_pages_batch(): unmap up to 512 pages with TTU_BATCH_FLUSH and flush once before copying, instead of ptep_clear_flush per PTE; auto = the preset's (6.3+).", "mm/migrate.c, commit 7e12beb8ca2a"),
     knob!("kernel.pt_reclaim", Kind::Enum(&["auto", "on", "off"]), "\"auto\"", "", "CONFIG_PT_RECLAIM: MADV_DONTNEED frees PTE tables it emptied whole (freed_tables, so lazy CPUs are IPI'd); auto = the preset's (6.14+).", "mm/pt_reclaim.c, zap_details.reclaim_pt"),
     knob!("vm.min_free_kbytes", int(-1, 1 << 40), "-1", "KiB", "Reserve below which only atomic/reclaim allocations succeed (WMARK_MIN); -1 = the kernel's default, int_sqrt(lowmem_kbytes * 16) clamped to [128, 262144].", "mm/page_alloc.c calculate_min_free_kbytes()"),
     knob!("vm.watermark_scale_factor", int(1, 3000), "10", "1/10000", "Distance between the min, low and high watermarks as a fraction of the zone (kswapd wakes below low and sleeps above high).", "Documentation/admin-guide/sysctl/vm.rst"),
@@ -125,7 +126,7 @@ pub static KNOBS: &[Knob] = &[
 
 /// Every knob table: the core one here and one per mechanism area, each in its own file so that
 /// work on one mechanism never edits another's declarations.
-pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS];
+pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS, super::knobs_check::CHECK_KNOBS];
 
 /// All knobs, in declaration order.
 pub fn all() -> impl Iterator<Item = &'static Knob> {

@@ -6,6 +6,7 @@
 //! they never panic.
 
 pub mod knobs;
+pub mod knobs_check;
 pub mod knobs_hugetlb;
 pub mod knobs_vma;
 pub mod presets;

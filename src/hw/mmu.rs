@@ -23,7 +23,8 @@ impl Sim {
             let c = &mut self.cpus[ci];
             if write { c.stats.dtlb_stores += 1 } else { c.stats.dtlb_loads += 1 }
             let asid = c.tlbstate.loaded_mm_asid;
-            if c.tlb.hit_l1d(asid, vpn, write) {
+            // With the oracle on, every access takes the slow path, where it is checked.
+            if self.oracle.is_none() && c.tlb.hit_l1d(asid, vpn, write) {
                 let ns = self.p.hit_l1_ns;
                 c.clock += ns;
                 c.stats.user_ns += ns;
@@ -41,6 +42,9 @@ impl Sim {
         if let Some((e, level, huge)) = self.cpus[ci].tlb.lookup(asid, vpn, instr) {
             let cost = if level == Level::Stlb { self.p.hit_stlb_ns } else { self.p.hit_l1_ns };
             if !write || e.flags & (F_WRITE | F_DIRTY) == F_WRITE | F_DIRTY {
+                if self.oracle.is_some() {
+                    self.oracle_hit(cpu, mm, vpn, e, write);
+                }
                 self.charge_user_ns(cpu, cost);
                 return Ok(());
             }
@@ -51,6 +55,9 @@ impl Sim {
                 if pte.present() && pte.write() {
                     self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::DIRTY | Pte::ACCESSED, 0));
                     self.cpus[ci].tlb.set_dirty(asid, vpn, huge);
+                    if self.oracle.is_some() {
+                        self.oracle_hit(cpu, mm, vpn, e, write);
+                    }
                     self.charge_user(cpu, cost + self.walk_cost(cpu, mm, vpn));
                     return Ok(());
                 }
@@ -109,6 +116,9 @@ impl Sim {
                 }
                 let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
                 self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
+                if self.oracle.is_some() {
+                    self.oracle_fill(cpu, mm, vpn, pte.pfn(), write);
+                }
                 return Ok(());
             }
             self.handle_mm_fault(cpu, mm, vpn, write, instr)?;

@@ -4,6 +4,7 @@ pub mod hugetlb;
 pub mod hugetlb_vmemmap;
 pub mod madvise;
 pub mod memory;
+pub mod migrate;
 pub mod mmap;
 pub mod mmu_gather;
 pub mod mprotect;

@@ -196,6 +196,9 @@ impl Sim {
             debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
             *f = Frame { flags: 0, node: f.node, refcount: (i == 0) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
         }
+        if self.oracle.is_some() {
+            self.oracle_alloc(Pfn(pfn), order);
+        }
         let node = self.frames[pfn as usize].node as usize;
         self.nodes[node].nr_free -= 1 << order;
         self.vmstat.add(VmEvent::PGALLOC, 1 << order);
@@ -300,6 +303,9 @@ impl Sim {
         debug_assert_eq!(f.mapcount, 0, "simulator bug: freeing mapped frame {pfn}");
         debug_assert!(f.flags & pg::LRU == 0, "simulator bug: freeing a frame still on an LRU list {pfn}");
         let node = f.node as usize;
+        if self.oracle.is_some() {
+            self.oracle_free(pfn, 0);
+        }
         self.vmstat.count(VmEvent::PGFREE);
         self.nodes[node].nr_free += 1;
         let Some(cpu) = self.running_cpu else {
@@ -325,6 +331,9 @@ impl Sim {
     /// Free a whole block of `1 << order` pages straight to the buddy (huge pages, contiguous runs).
     pub fn free_pages_order(&mut self, pfn: Pfn, order: usize) {
         let node = self.frames[pfn.0 as usize].node as usize;
+        if self.oracle.is_some() {
+            self.oracle_free(pfn, order);
+        }
         self.nodes[node].nr_free += 1 << order;
         self.vmstat.add(VmEvent::PGFREE, 1 << order);
         self.free_one_page(pfn.0, order);

@@ -59,19 +59,24 @@ impl Sim {
         batch_flush && self.mm(mm).cpumask.any_but(cpu)
     }
 
-    /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
-    /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch.
-    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) {
-        for (mm, vpn) in self.rmap_walk(pfn) {
-            let defer = self.should_defer_flush(cpu, mm, batch.is_some());
-            let old = self.mm(mm).pgtable.get(vpn);
-            self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
-            if defer {
+    /// The PTE-clearing half of `try_to_unmap_one()` / `try_to_migrate_one()`: with `batch`
+    /// (TTU_BATCH_FLUSH) and another CPU possibly caching the mm, `ptep_get_and_clear()` and
+    /// `set_tlb_ubc_flush_pending()`; otherwise `ptep_clear_flush()`. Returns the old PTE; a
+    /// dirty one marks the file folio dirty.
+    pub fn clear_pte_for_unmap(&mut self, cpu: CpuId, mm: MmId, vpn: u64, batch: Option<&mut TlbUnmapBatch>) -> Pte {
+        let defer = self.should_defer_flush(cpu, mm, batch.is_some());
+        let old = self.mm(mm).pgtable.get(vpn);
+        self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+        match batch {
+            Some(b) if defer => {
                 // set_tlb_ubc_flush_pending(): arch_tlbbatch_add_pending() ORs mm_cpumask into
                 // the batch and bumps the mm's tlb_gen.
-                let b = batch.as_deref_mut().unwrap();
-                let mask = self.mm(mm).cpumask.clone();
+                let mut mask = self.mm(mm).cpumask.clone();
+                if self.inject == crate::check::Inject::StaleMmCpumask {
+                    crate::check::drop_one_cpu(&mut mask, cpu);
+                }
                 b.cpumask.or(&mask);
+                self.mark("batched flush deferred");
                 self.inc_mm_tlb_gen(mm);
                 b.flush_required = true;
                 // After the PTE clear: racing page-table changers must flush first.
@@ -79,13 +84,22 @@ impl Sim {
                 if old.dirty() {
                     b.writable = true;
                 }
-            } else {
-                // ptep_clear_flush().
-                self.flush_tlb_page(cpu, mm, vpn);
             }
-            if old.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
-                self.frame_mut(pfn).flags |= pg::DIRTY;
-            }
+            // ptep_clear_flush().
+            _ => self.flush_tlb_page(cpu, mm, vpn),
+        }
+        let pfn = old.pfn();
+        if old.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
+            self.frame_mut(pfn).flags |= pg::DIRTY;
+        }
+        old
+    }
+
+    /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
+    /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch.
+    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) {
+        for (mm, vpn) in self.rmap_walk(pfn) {
+            self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             self.page_remove_rmap(mm, pfn);
             self.put_page(pfn);
             self.charge_sys(cpu, self.p.pte_update_ns);
@@ -98,9 +112,13 @@ impl Sim {
     /// try_to_unmap_flush() itself does not acknowledge them, so the next walker after a batched
     /// reclaim always pays one flush_tlb_mm().
     pub fn flush_tlb_batched_pending(&mut self, cpu: CpuId, mm: MmId) {
+        if self.inject == crate::check::Inject::SkipBatchedPending {
+            return;
+        }
         let m = self.mm(mm);
         let (pending, flushed) = (m.tlb_flush_batched_pending, m.tlb_flush_batched_flushed);
         if pending != flushed {
+            self.mark("batched pending flush");
             self.flush_tlb_mm(cpu, mm);
             self.mm_mut(mm).tlb_flush_batched_flushed = pending;
         }
@@ -121,6 +139,7 @@ impl Sim {
     /// `try_to_unmap_flush_dirty()`.
     pub fn try_to_unmap_flush_dirty(&mut self, cpu: CpuId, b: &mut TlbUnmapBatch) {
         if b.writable {
+            self.mark("dirty writeback flush");
             self.try_to_unmap_flush(cpu, b);
         }
     }

@@ -15,6 +15,7 @@
 //! workingset refault detection, one zone per node; scan balance is fixed (file only, inactive
 //! refilled from active when the inactive list is smaller, as inactive_is_low()).
 
+use crate::check::Inject;
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
 use crate::mm::page_alloc::NIL;
@@ -126,6 +127,9 @@ impl Sim {
     /// that is drained into the lists when it fills, so each CPU's folios land on the LRU in runs.
     /// Reclaim later isolates those runs together, which is why a batched flush covers few CPUs.
     pub fn folio_add_lru(&mut self, cpu: CpuId, pfn: Pfn) {
+        // The batch holds a reference (folio_get() in folio_add_lru()), so a folio cannot be
+        // freed, and its frame reused, while it waits in the batch.
+        self.get_page(pfn);
         let ci = cpu.0 as usize;
         self.lru_add_batch[ci].push(pfn);
         if self.lru_add_batch[ci].len() >= self.p.lru_add_batch {
@@ -133,15 +137,15 @@ impl Sim {
         }
     }
 
-    /// `lru_add_drain()` for one CPU.
+    /// `lru_add_drain()` for one CPU: move the batch onto the LRU lists and drop its references
+    /// (a folio whose other references are gone is freed here, as folios_put() does).
     pub fn lru_add_drain(&mut self, cpu: CpuId) {
         let batch = std::mem::take(&mut self.lru_add_batch[cpu.0 as usize]);
         for pfn in batch {
-            // A folio freed while still in the batch is gone (its last put dropped it).
-            let f = &self.frames[pfn.0 as usize];
-            if f.refcount > 0 && f.flags & (pg::FREE | pg::LRU) == 0 {
+            if self.frames[pfn.0 as usize].flags & pg::LRU == 0 {
                 self.lru_add(pfn);
             }
+            self.put_page(pfn);
         }
     }
 
@@ -259,7 +263,12 @@ impl Sim {
             }
             if self.frame(pfn).flags & pg::DIRTY != 0 {
                 // pageout(): stale writable TLB entries must be gone before the I/O starts.
-                self.try_to_unmap_flush_dirty(cpu, &mut batch);
+                if self.inject != Inject::SkipDirtyFlushBeforeWriteback {
+                    self.try_to_unmap_flush_dirty(cpu, &mut batch);
+                }
+                if self.oracle.is_some() {
+                    self.oracle_writeback(cpu, pfn);
+                }
                 self.frame_mut(pfn).flags &= !pg::DIRTY;
                 self.vmstat.count(VmEvent::PGPGOUT);
                 self.charge_sys(cpu, self.p.block_write_ns);
@@ -274,12 +283,16 @@ impl Sim {
             free_folios.push(pfn);
             if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
-                self.try_to_unmap_flush(cpu, &mut batch);
+                if self.inject != Inject::SkipFlushBeforeFree {
+                    self.try_to_unmap_flush(cpu, &mut batch);
+                }
                 self.free_folio_batch(cpu, &mut free_folios);
             }
         }
         // The end of the scan: flush before the last folios are freed.
-        self.try_to_unmap_flush(cpu, &mut batch);
+        if self.inject != Inject::SkipFlushBeforeFree {
+            self.try_to_unmap_flush(cpu, &mut batch);
+        }
         self.free_folio_batch(cpu, &mut free_folios);
         reclaimed
     }

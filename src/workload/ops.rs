@@ -6,6 +6,7 @@
 //! munmap NAME
 //! mprotect NAME none|r|rw
 //! madvise NAME dontneed|pageout
+//! migrate NAME NODE              # move_pages(2) of the region's pages to NODE
 //! fork                           # child shares nothing but a COW copy; it waits for `reap`
 //! reap                           # release the children and wait for them to exit
 //! sleep DURATION | forever       # 10us, 5ms, 100ns, 1s
@@ -26,6 +27,7 @@ pub enum Op {
     Munmap { region: String },
     Mprotect { region: String, prot: Prot },
     Madvise { region: String, advice: Advice },
+    Migrate { region: String, node: u32 },
     Fork,
     Reap,
     Sleep(Option<Ns>),
@@ -142,6 +144,11 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                 };
                 Op::Madvise { region: w[1].to_string(), advice }
             }
+            "migrate" => {
+                want(3, "migrate NAME NODE")?;
+                let node = w[2].parse().map_err(|_| err(format!("'{}': NODE must be a node number", w[2])))?;
+                Op::Migrate { region: w[1].to_string(), node }
+            }
             "fork" => Op::Fork,
             "reap" => Op::Reap,
             "sleep" | "spin" => {
@@ -163,7 +170,7 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                 }
                 Op::End { start }
             }
-            x => return Err(err(format!("unknown op '{x}' (mmap, touch, munmap, mprotect, madvise, fork, reap, sleep, spin, loop, end)"))),
+            x => return Err(err(format!("unknown op '{x}' (mmap, touch, munmap, mprotect, madvise, migrate, fork, reap, sleep, spin, loop, end)"))),
         };
         out.push(OpLine { op, line });
     }

@@ -107,7 +107,10 @@ impl Sim {
         let mut info = FlushInfo { mm: Some(mm), start, end, stride_shift, new_tlb_gen: Some(new_gen), initiating_cpu: cpu, freed_tables, trim_cpumask: false };
         if self.mm(mm).cpumask.any_but(cpu) {
             info.trim_cpumask = self.should_trim_cpumask(cpu, mm);
-            let mask = self.mm(mm).cpumask.clone();
+            let mut mask = self.mm(mm).cpumask.clone();
+            if self.inject == crate::check::Inject::StaleMmCpumask {
+                crate::check::drop_one_cpu(&mut mask, cpu);
+            }
             self.flush_tlb_multi(cpu, &mask, &info);
         } else if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
             self.flush_tlb_func(cpu, &info);
@@ -165,6 +168,9 @@ impl Sim {
         self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH);
         self.trace_tlb_flush(cpu, FlushReason::RemoteSendIpi);
         let targets: Vec<CpuId> = mask.iter().filter(|&c| info.freed_tables || self.should_flush_tlb(c, info)).collect();
+        if self.oracle.is_some() && targets.len() < mask.iter().count() {
+            self.mark("lazy cpu skipped by a flush");
+        }
         let t0 = self.now(cpu);
         let mut done = t0;
         let mut sent = 0u32;
@@ -323,6 +329,10 @@ impl Sim {
             if self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen == self.mm(mm).tlb_gen {
                 return;
             }
+            if self.inject == crate::check::Inject::LazyNoCatchup {
+                return;
+            }
+            self.mark("lazy catch-up flush");
             new_asid = asid;
             need_flush = true;
         } else {

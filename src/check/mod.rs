@@ -1,0 +1,223 @@
+//! `mmsim check`: the stale-TLB safety oracle ([`oracle`]), fault-injection sites ([`Inject`],
+//! switched by the `check.inject` knob) and the seeded stress swarm ([`swarm`]). See docs/check.md.
+//!
+//! The model calls the hooks below only when `Sim::oracle` is Some (one predictable branch on
+//! the hot path otherwise). What is checked, on every access served by a TLB entry and at every
+//! frame free and pageout, is the safety argument of mechanisms.md §1: a stale entry may only
+//! ever read old, still-valid data of a frame that was neither freed nor written back meanwhile.
+
+pub mod oracle;
+pub mod swarm;
+
+pub use oracle::{Class, Oracle, Violation};
+
+use crate::hw::tlb::{tag_asid, TlbEntry, F_DIRTY, F_WRITE};
+use crate::mm::mmap::find_vma_in;
+use crate::sim::{Backing, CpuMask, Sim};
+use crate::types::*;
+
+/// A fault-injection site (`check.inject`). Each reproduces a real bug class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Inject {
+    #[default]
+    None,
+    /// try_to_unmap_flush() skipped in shrink_folio_list() before folios are freed.
+    SkipFlushBeforeFree,
+    /// try_to_unmap_flush_dirty() skipped before pageout().
+    SkipDirtyFlushBeforeWriteback,
+    /// One CPU (the highest other than the initiator) missing from mm_cpumask when it is ORed
+    /// into an unmap batch or used by flush_tlb_mm_range().
+    StaleMmCpumask,
+    /// switch_mm_irqs_off() does not catch a lazy CPU up to the mm's tlb_gen.
+    LazyNoCatchup,
+    /// flush_tlb_batched_pending() does nothing.
+    SkipBatchedPending,
+}
+
+impl Inject {
+    pub const ALL: &'static [Inject] =
+        &[Inject::SkipFlushBeforeFree, Inject::SkipDirtyFlushBeforeWriteback, Inject::StaleMmCpumask, Inject::LazyNoCatchup, Inject::SkipBatchedPending];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Inject::None => "none",
+            Inject::SkipFlushBeforeFree => "skip-flush-before-free",
+            Inject::SkipDirtyFlushBeforeWriteback => "skip-dirty-flush-before-writeback",
+            Inject::StaleMmCpumask => "stale-mm-cpumask",
+            Inject::LazyNoCatchup => "lazy-no-catchup",
+            Inject::SkipBatchedPending => "skip-batched-pending",
+        }
+    }
+
+    /// The knob is validated against `INJECT_SITES`, so an unknown name is a simulator bug.
+    pub fn from_name(s: &str) -> Inject {
+        if s == "none" {
+            return Inject::None;
+        }
+        *Inject::ALL.iter().find(|i| i.name() == s).unwrap_or_else(|| panic!("simulator bug: unknown inject site {s}"))
+    }
+}
+
+/// `stale-mm-cpumask`: drop the highest CPU other than `initiator` from the mask.
+pub fn drop_one_cpu(mask: &mut CpuMask, initiator: CpuId) {
+    if let Some(c) = mask.iter().filter(|&c| c != initiator).last() {
+        mask.clear(c);
+    }
+}
+
+fn entry_vpn(e: &TlbEntry) -> u64 {
+    e.tag & ((1 << 39) - 1)
+}
+
+impl Sim {
+    /// Turn the oracle on (before the run).
+    pub fn enable_oracle(&mut self) {
+        self.oracle = Some(Box::new(Oracle::new(self.frames.len())));
+    }
+
+    /// A coverage mark (no-op without the oracle).
+    #[inline]
+    pub fn mark(&mut self, name: &'static str) {
+        if let Some(o) = self.oracle.as_mut() {
+            o.mark(name);
+        }
+    }
+
+    fn oracle_now(&self) -> Ns {
+        self.running_cpu.map_or(0, |c| self.now(c))
+    }
+
+    /// The logical page whose data `vpn` shows: a shared file page is (file, pgoff), anything
+    /// private is (mm, vpn).
+    fn logical_key(&self, mm: MmId, vpn: u64) -> u64 {
+        if let Some(v) = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn) {
+            if let Backing::File { file, pgoff } = v.backing {
+                if v.shared() {
+                    return 1 << 63 | (file.0 as u64) << 36 | (pgoff + vpn - v.start);
+                }
+            }
+        }
+        (mm.0 as u64) << 40 | vpn
+    }
+
+    /// After a page walk filled a translation (and, for a write, set the PTE dirty).
+    pub fn oracle_fill(&mut self, cpu: CpuId, mm: MmId, vpn: u64, pfn: Pfn, write: bool) {
+        let key = self.logical_key(mm, vpn);
+        let asid = self.cpus[cpu.0 as usize].tlbstate.loaded_mm_asid;
+        let t = self.now(cpu);
+        let o = self.oracle.as_mut().expect("oracle on");
+        let ver = if write { o.bump_version(key) } else { o.version(key) };
+        let frame_gen = o.frame_gen(pfn);
+        o.record_fill(cpu, asid, vpn, oracle::Fill { pfn, frame_gen, key, ver, mm });
+        o.event(pfn, t, Some(cpu), if write { "tlb fill by a write walk" } else { "tlb fill by a read walk" }, Some(mm), vpn);
+    }
+
+    /// An access served by TLB entry `e` without a fault.
+    pub fn oracle_hit(&mut self, cpu: CpuId, mm: MmId, vpn: u64, e: TlbEntry, write: bool) {
+        let pte = self.mm(mm).pgtable.get(vpn);
+        let asid = self.cpus[cpu.0 as usize].tlbstate.loaded_mm_asid;
+        let t = self.now(cpu);
+        let o = self.oracle.as_mut().expect("oracle on");
+        o.checked_hits += 1;
+        let kind = if write { "write" } else { "read" };
+        if write && (e.flags & F_WRITE == 0 || (e.flags & F_DIRTY == 0 && !(pte.present() && pte.write()))) {
+            o.event(e.pfn, t, Some(cpu), "write through a clean entry did not fault", Some(mm), vpn);
+            o.report(Class::MissingTrap, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a write through a clean entry (flags {:#x}) to pfn {} did not fault; PTE {:?}", cpu.0, mm.0, e.flags, e.pfn.0, pte));
+            return;
+        }
+        let Some(f) = o.fill_of(cpu, asid, vpn).copied() else { return };
+        if f.pfn != e.pfn {
+            return; // filled by a path the oracle does not see (none today)
+        }
+        let mapped = pte.present() && pte.pfn() == e.pfn;
+        if mapped {
+            if write && !pte.write() {
+                o.event(e.pfn, t, Some(cpu), "write through a stale writable entry", Some(mm), vpn);
+                o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: write through a cached writable entry after the PTE was write-protected (pfn {})", cpu.0, mm.0, e.pfn.0));
+            } else if write {
+                let v = o.bump_version(f.key);
+                if let Some(r) = o.fill_of(cpu, asid, vpn) {
+                    r.ver = v;
+                }
+            }
+            return;
+        }
+        // The entry is stale: its PTE is gone or maps another frame.
+        let frame_gen = o.frame_gen(e.pfn);
+        if frame_gen != f.frame_gen {
+            o.event(e.pfn, t, Some(cpu), if write { "stale write" } else { "stale read" }, Some(mm), vpn);
+            o.report(Class::UseAfterReuse, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale TLB entry reached pfn {}, freed{} since the fill (generation {} -> {frame_gen}); PTE now {:?}", cpu.0, mm.0, e.pfn.0, if frame_gen.wrapping_sub(f.frame_gen) > 1 { " and reallocated" } else { "" }, f.frame_gen, pte));
+        } else if write {
+            o.event(e.pfn, t, Some(cpu), "stale write", Some(mm), vpn);
+            o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a write through a cached dirty writable entry to pfn {} after its unmap, before the flush; PTE now {:?}", cpu.0, mm.0, e.pfn.0, pte));
+        } else if o.version(f.key) != f.ver {
+            o.event(e.pfn, t, Some(cpu), "stale read of changed data", Some(mm), vpn);
+            o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {} (data version {}), the page now holds version {}", cpu.0, mm.0, e.pfn.0, f.ver, o.version(f.key)));
+        } else {
+            o.allowed_stale_reads += 1;
+            o.mark("allowed stale read");
+        }
+    }
+
+    /// CPUs that could use an entry right now (in a real, concurrent machine): running a user
+    /// mm, not lazy. Returns (cpu, mm, vpn, flags) of their entries for `pfn` in the loaded ASID.
+    fn live_entries_for(&self, pfn: Pfn) -> Vec<(CpuId, MmId, u64, u8)> {
+        let mut out = Vec::new();
+        for c in &self.cpus {
+            let st = &c.tlbstate;
+            let Some(mm) = st.loaded_mm else { continue };
+            if st.is_lazy {
+                continue;
+            }
+            for e in c.tlb.entries() {
+                if e.pfn == pfn && tag_asid(e.tag) == st.loaded_mm_asid {
+                    out.push((c.id, mm, entry_vpn(e), e.flags));
+                }
+            }
+        }
+        out
+    }
+
+    /// A frame (block) is being freed.
+    pub fn oracle_free(&mut self, pfn: Pfn, order: usize) {
+        let t = self.oracle_now();
+        let cpu = self.running_cpu;
+        let live = if order == 0 { self.live_entries_for(pfn) } else { Vec::new() };
+        let o = self.oracle.as_mut().expect("oracle on");
+        for i in 0..1u32 << order {
+            let p = Pfn(pfn.0 + i);
+            o.bump_gen(p);
+            o.event(p, t, cpu, "freed", None, 0);
+        }
+        if let Some(&(c, mm, vpn, flags)) = live.first() {
+            o.event(pfn, t, Some(c), "still cached by a running CPU", Some(mm), vpn);
+            o.report(Class::UseAfterReuse, pfn, format!("pfn {} freed while cpu{} (running mm{}) still caches it at vpn {vpn:#x} (flags {flags:#x}); {} live entries", pfn.0, c.0, mm.0, live.len()));
+        }
+    }
+
+    /// A frame is being allocated.
+    pub fn oracle_alloc(&mut self, pfn: Pfn, order: usize) {
+        let t = self.oracle_now();
+        let cpu = self.running_cpu;
+        let o = self.oracle.as_mut().expect("oracle on");
+        for i in 0..1u32 << order {
+            let p = Pfn(pfn.0 + i);
+            o.bump_gen(p);
+            o.event(p, t, cpu, "allocated", None, 0);
+        }
+    }
+
+    /// pageout() is about to start writing the frame: no running CPU may still be able to write
+    /// it through a dirty writable entry (the `writable` rule, mechanisms.md §1 (c)).
+    pub fn oracle_writeback(&mut self, cpu: CpuId, pfn: Pfn) {
+        let t = self.now(cpu);
+        let live: Vec<_> = self.live_entries_for(pfn).into_iter().filter(|e| e.3 & (F_WRITE | F_DIRTY) == F_WRITE | F_DIRTY).collect();
+        let o = self.oracle.as_mut().expect("oracle on");
+        o.mark("pageout");
+        o.event(pfn, t, Some(cpu), "writeback starts", None, 0);
+        if let Some(&(c, mm, vpn, _)) = live.first() {
+            o.event(pfn, t, Some(c), "dirty writable entry still cached", Some(mm), vpn);
+            o.report(Class::LostWrite, pfn, format!("writeback of pfn {} started while cpu{} (running mm{}) still caches a dirty writable entry at vpn {vpn:#x}: a write now is lost", pfn.0, c.0, mm.0));
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! Page migration (mm/migrate.c, Linux 6.18): `migrate_pages()` → `migrate_pages_batch()`.
+//!
+//! A batch of up to NR_MAX_BATCHED_MIGRATION (512) base pages is unmapped first
+//! (`migrate_folio_unmap()` → `try_to_migrate(src, TTU_BATCH_FLUSH)`: the PTEs are cleared and,
+//! when another CPU may cache the mm, their flush is deferred into the task's unmap batch), then
+//! one `try_to_unmap_flush()` runs, then every folio is copied and its mappings restored to the
+//! new frame (`migrate_folio_move()` → `remove_migration_ptes()`). Before 6.3 (commit
+//! 7e12beb8ca2a) each folio was unmapped with `ptep_clear_flush()`, one flush per PTE:
+//! `kernel.migrate_batch_flush = auto` follows the preset.
+//!
+//! Departures: a batch is one atomic step, so no task can observe the migration entries that
+//! Linux leaves in the PTEs while the copy runs (nobody waits on them); migration of large
+//! folios, isolation failures other than "not on the LRU" and the MIGRATE_ASYNC retry loop are
+//! left out.
+
+use crate::mm::pgtable::Pte;
+use crate::mm::rmap::TlbUnmapBatch;
+use crate::mm::vmstat::VmEvent;
+use crate::sim::{pg, Sim};
+use crate::types::*;
+
+/// NR_MAX_BATCHED_MIGRATION = HPAGE_PMD_NR.
+pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
+
+impl Sim {
+    /// `migrate_pages()` of the folios mapped in `[start, start+pages)` of `mm` to node `target`
+    /// (what `move_pages(2)`/`migratepages` do). Returns (migrated, failed).
+    pub fn migrate_range(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, target: NodeId) -> (u64, u64) {
+        let mut folios = Vec::new();
+        self.mm(mm).pgtable.for_each_mapped(start, start + pages, |_, p| {
+            if p.present() {
+                folios.push(p.pfn());
+            }
+        });
+        folios.retain(|&pfn| {
+            let f = self.frame(pfn);
+            f.flags & (pg::ZERO | pg::PGTABLE) == 0 && f.node as u32 != target.0
+        });
+        folios.dedup();
+        self.lru_add_drain(cpu);
+        let (mut ok, mut failed) = (0, 0);
+        for chunk in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
+            let (o, f) = self.migrate_pages_batch(cpu, chunk, target);
+            ok += o;
+            failed += f;
+        }
+        (ok, failed)
+    }
+
+    /// `migrate_pages_batch()` for up to NR_MAX_BATCHED_MIGRATION folios.
+    fn migrate_pages_batch(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId) -> (u64, u64) {
+        let batched = self.p.migrate_batch_flush;
+        let mut batch = TlbUnmapBatch::new(self.cpus.len());
+        // Phase 1, migrate_folio_unmap(): isolate, allocate the destination, unmap.
+        let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
+        let mut failed = 0;
+        for &src in folios {
+            if !self.folio_isolate_lru(src) {
+                failed += 1;
+                continue;
+            }
+            let Some(dst) = self.alloc_pages_node_nocheck(target, 0).filter(|d| self.pfn_node(*d) == target) else {
+                self.lru_add(src);
+                failed += 1;
+                continue;
+            };
+            let b = if batched { Some(&mut batch) } else { None };
+            let ptes = self.try_to_migrate(cpu, src, b);
+            moving.push((src, dst, ptes));
+        }
+        if !moving.is_empty() {
+            self.mark("migration batch");
+        }
+        // One flush for the whole batch before any page is copied.
+        self.try_to_unmap_flush(cpu, &mut batch);
+        // Phase 2, migrate_folio_move(): copy, remap to the new frame, free the old one.
+        let ok = moving.len() as u64;
+        for (src, dst, ptes) in moving {
+            let cost = self.page_op_ns(cpu, dst, true);
+            self.charge_sys(cpu, cost);
+            let s = *self.frame(src);
+            {
+                let d = self.frame_mut(dst);
+                d.flags |= s.flags & (pg::ANON | pg::FILE | pg::DIRTY | pg::ANON_EXCLUSIVE | pg::ACTIVE | pg::REFERENCED);
+                d.mapping = s.mapping;
+                d.index = s.index;
+            }
+            if s.flags & pg::FILE != 0 {
+                // folio_migrate_mapping(): the page cache now points at the new frame.
+                self.files[s.mapping as usize].pages[s.index as usize] = Some(dst);
+                self.frame_mut(src).flags &= !pg::FILE;
+            }
+            let n = ptes.len() as u32;
+            for (mm, vpn, old) in ptes {
+                // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame.
+                self.mm_mut(mm).pgtable.set(vpn, Pte::new(dst, old.flags()));
+            }
+            {
+                // References move to the new frame: one per mapping, plus the page cache's.
+                let d = self.frame_mut(dst);
+                d.mapcount = n as i32;
+                d.refcount = n + (s.flags & pg::FILE != 0) as u32;
+            }
+            self.lru_add(dst);
+            // The source is now only referenced by the migration: drop it.
+            self.frame_mut(src).refcount = 1;
+            self.put_page(src);
+            self.vmstat.count(VmEvent::PGMIGRATE_SUCCESS);
+        }
+        self.vmstat.add(VmEvent::PGMIGRATE_FAIL, failed);
+        (ok, failed)
+    }
+
+    /// `try_to_migrate()` → `try_to_migrate_one()`: clear every PTE mapping the folio (deferring
+    /// the flush into `batch` when allowed) and return them, so that the move phase can map the
+    /// new frame where the old one was.
+    fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> Vec<(MmId, u64, Pte)> {
+        let mut out = Vec::new();
+        for (mm, vpn) in self.rmap_walk(pfn) {
+            let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
+            // The migration holds the folio; only the mapping count drops here.
+            self.frame_mut(pfn).mapcount -= 1;
+            self.charge_sys(cpu, self.p.pte_update_ns);
+            out.push((mm, vpn, old));
+        }
+        out
+    }
+}
