@@ -13,7 +13,8 @@
 //! what the kernel's flush policy decides, and what `mmsim check` inspects.
 //!
 //! Departure from hardware: lookups probe the 4 KiB and 2 MiB L1 arrays in turn rather than in
-//! parallel, and the STLB is one shared array with the page size in the tag (as on Skylake).
+//! parallel, the STLB is one shared array with the page size in the tag (as on Skylake), and
+//! replacement is true LRU (real TLBs use pseudo-LRU).
 
 use crate::types::Pfn;
 
@@ -50,22 +51,14 @@ pub fn tag_asid(tag: u64) -> u16 {
     (tag >> 40) as u16
 }
 
-/// Make way `i` the MRU way (shifting the more recent ones down), without a memmove call.
-#[inline(always)]
-fn move_to_front(set: &mut [TlbEntry], i: usize) {
-    let e = set[i];
-    let mut j = i;
-    while j > 0 {
-        set[j] = set[j - 1];
-        j -= 1;
-    }
-    set[0] = e;
-}
-
-/// One set-associative array with true LRU: each set is kept in recency order (MRU first).
+/// One set-associative array with true LRU, kept as a last-use stamp per way (the hit path then
+/// finds its way without data-dependent branches and moves no entries).
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
     entries: Vec<TlbEntry>,
+    /// Last use of each way; larger = more recent. Invalid ways are refilled first.
+    stamp: Vec<u32>,
+    tick: u32,
     ways: usize,
     set_mask: u64,
 }
@@ -77,7 +70,7 @@ impl SetAssoc {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1);
         let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
-        SetAssoc { entries: vec![TlbEntry::EMPTY; sets * ways], ways, set_mask: sets as u64 - 1 }
+        SetAssoc { entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1 }
     }
 
     #[inline]
@@ -86,29 +79,57 @@ impl SetAssoc {
         ((tag & self.set_mask) as usize) * self.ways
     }
 
+    /// The next use stamp. On wrap-around (after 2^32 uses of this array) the stamps are
+    /// renumbered by their order within each set, which keeps every set's LRU order.
+    #[inline]
+    fn next_tick(&mut self) -> u32 {
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick == 0 {
+            for set in self.stamp.chunks_mut(self.ways) {
+                let mut order: Vec<usize> = (0..set.len()).collect();
+                order.sort_by_key(|&i| set[i]);
+                for (rank, i) in order.into_iter().enumerate() {
+                    set[i] = rank as u32 + 1;
+                }
+            }
+            self.tick = self.ways as u32 + 1;
+        }
+        self.tick
+    }
+
     /// Look up and, on a hit, make the entry MRU. Returns the entry.
     #[inline]
     pub fn lookup(&mut self, tag: u64) -> Option<&mut TlbEntry> {
         let base = self.set(tag);
-        let set = &mut self.entries[base..base + self.ways];
-        if set[0].tag == tag {
-            return Some(&mut set[0]);
+        let mut hit = usize::MAX;
+        for (i, e) in self.entries[base..base + self.ways].iter().enumerate() {
+            if e.tag == tag {
+                hit = i;
+            }
         }
-        let i = set.iter().position(|e| e.tag == tag)?;
-        move_to_front(set, i);
-        Some(&mut set[0])
+        if hit == usize::MAX {
+            return None;
+        }
+        let t = self.next_tick();
+        self.stamp[base + hit] = t;
+        Some(&mut self.entries[base + hit])
     }
 
-    /// Insert as MRU, evicting the LRU way. Returns the evicted valid entry, if any.
+    /// Insert as MRU: into the way holding the same tag, else an invalid way, else the least
+    /// recently used one. Returns the evicted valid entry, if any.
     #[inline]
     pub fn insert(&mut self, e: TlbEntry) -> Option<TlbEntry> {
         let base = self.set(e.tag);
-        let set = &mut self.entries[base..base + self.ways];
-        // Replace an existing copy of the tag rather than duplicating it.
-        let i = set.iter().position(|x| x.tag == e.tag).unwrap_or(self.ways - 1);
-        let old = set[i];
-        move_to_front(set, i);
-        set[0] = e;
+        let ways = &self.entries[base..base + self.ways];
+        let i = ways
+            .iter()
+            .position(|x| x.tag == e.tag)
+            .or_else(|| ways.iter().position(|x| x.tag == INVALID))
+            .unwrap_or_else(|| (0..self.ways).min_by_key(|&w| self.stamp[base + w]).unwrap_or(0));
+        let old = self.entries[base + i];
+        self.entries[base + i] = e;
+        let t = self.next_tick();
+        self.stamp[base + i] = t;
         (old.tag != INVALID && old.tag != e.tag).then_some(old)
     }
 
@@ -274,6 +295,32 @@ impl CpuTlb {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalidated_way_is_refilled_before_any_valid_one_is_evicted() {
+        let mut s = SetAssoc::new(4, 4); // one set of 4 ways
+        let e = |t| TlbEntry { tag: t, pfn: Pfn(t as u32), flags: 0 };
+        for t in 0..4 {
+            s.insert(e(t));
+        }
+        assert!(s.invalidate(2));
+        assert_eq!(s.insert(e(9)), None, "the invalid way takes the new entry");
+        for t in [0, 1, 3, 9] {
+            assert!(s.lookup(t).is_some());
+        }
+    }
+
+    #[test]
+    fn stamps_survive_wrap_around() {
+        let mut s = SetAssoc::new(2, 2);
+        let e = |t| TlbEntry { tag: t, pfn: Pfn(t as u32), flags: 0 };
+        s.insert(e(0));
+        s.insert(e(2));
+        s.tick = u32::MAX - 1;
+        assert!(s.lookup(0).is_some()); // tick = MAX: 0 is MRU
+        assert!(s.lookup(0).is_some()); // wraps: stamps renumbered, 0 still MRU
+        assert_eq!(s.insert(e(4)).map(|x| x.tag), Some(2));
+    }
 
     #[test]
     fn lru_evicts_least_recent_way() {
