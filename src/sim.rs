@@ -426,6 +426,8 @@ pub struct Sim {
     /// When reclaim first ran (kswapd woken or direct reclaim) and the TLB shootdowns counted by
     /// then: the start of the steady phase of a memory-pressure run.
     pub reclaim_start: Option<(Ns, u64)>,
+    /// The swap device (mm/swapfile.rs), empty when machine.swap_mib = 0.
+    pub swap: crate::mm::swapfile::Swap,
     /// HugeTLB pools and vmemmap state (mm/hugetlb.rs, mm/hugetlb_vmemmap.rs).
     pub hugetlb: crate::mm::hugetlb::Hugetlb,
     /// The stale-TLB oracle of `mmsim check` (src/check/): None unless a check run turns it on.
@@ -538,6 +540,7 @@ impl Sim {
             lru_add_batch: vec![Vec::new(); ncpus],
             live_tasks: 0,
             hugetlb: Default::default(),
+            swap: crate::mm::swapfile::Swap::new(cfg.int("machine.swap_mib") as u64 * 256),
             reclaim_start: None,
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),

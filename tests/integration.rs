@@ -298,6 +298,19 @@ fn migration_batches_its_flush() {
     assert_eq!(irqs, vec![1, 512]);
 }
 
+/// With a swap device, anonymous memory beyond RAM is swapped out by reclaim and read back on
+/// the next touch (do_swap_page); no OOM, and the swap slots are all free again at the end.
+#[test]
+fn anon_memory_beyond_ram_swaps() {
+    let sim = run_procs(2, &["mmap a 12000\ntouch a write\ntouch a read\nmunmap a\n".to_string()], &["machine.mem_per_node_mib=32", "machine.swap_mib=64"]);
+    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
+    use mmsim::mm::vmstat::VmEvent::*;
+    assert_eq!(sim.vmstat.get(OOM_KILL), 0);
+    assert!(sim.vmstat.get(PSWPOUT) > 3000, "pswpout {}", sim.vmstat.get(PSWPOUT));
+    assert!(sim.vmstat.get(PSWPIN) > 3000, "pswpin {}", sim.vmstat.get(PSWPIN));
+    assert_eq!(sim.swap.nr_free(), sim.swap.total(), "munmap freed every slot");
+}
+
 /// Anonymous memory beyond RAM with no swap ends in an OOM event, never in a crash.
 #[test]
 fn oom_is_an_event() {

@@ -38,6 +38,7 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
         format!("machine.cpus={cpus}"),
         format!("machine.nodes={nodes}"),
         format!("machine.mem_per_node_mib={mem_mib}"),
+        format!("machine.swap_mib={}", pick(&mut r, &["0", "0", "4", "32"])),
         format!("kernel.preset=\"{preset}\""),
         format!("machine.tlb.pcid={}", r.below(4) != 0),
         format!("machine.tlb.stlb_entries={}", pick(&mut r, &["96", "384", "1536"])),

@@ -57,6 +57,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("machine.mem_per_node_mib", int(1, 1 << 24), "1024", "MiB", "Memory on each node with CPUs.", "-"),
     knob!("machine.cpuless_nodes", int(0, 64), "0", "", "Memory-only nodes (CXL, PMEM) without CPUs.", "-"),
     knob!("machine.cpuless_mem_mib", int(0, 1 << 24), "0", "MiB", "Memory on each memory-only node.", "-"),
+    knob!("machine.swap_mib", int(0, 1 << 30), "0", "MiB", "Size of the swap device; 0 = no swap (anon pages are never reclaimed). Writes and reads cost cost.block_write_4k_ns / block_read_4k_ns.", "-"),
     knob!("machine.local_latency_ns", float(1.0, 1e6), "90", "ns", "Load latency to memory on the CPU's own node.", "Intel MLC idle latency on Skylake-SP/Ice Lake servers: 80-100 ns"),
     knob!("machine.remote_latency_ns", float(1.0, 1e6), "140", "ns", "Load latency to another node with CPUs.", "Intel MLC on 2-socket Xeon: 130-150 ns"),
     knob!("machine.cpuless_latency_ns", float(1.0, 1e6), "250", "ns", "Load latency to a memory-only (CXL) node.", "CXL type-3 expanders: 170-250 ns (Sun et al., MICRO'23)"),

@@ -138,6 +138,9 @@ impl Sim {
                 Backing::File { .. } => self.do_fault(cpu, mm, &vma, vpn, write),
             };
         }
+        if pte.is_swap() {
+            return self.do_swap_page(cpu, mm, &vma, vpn, pte, write);
+        }
         if pte.protnone() {
             // A PROT_NONE PTE in an accessible VMA is a NUMA hint fault (do_numa_page); balancing
             // is not modelled yet, so restore the PTE as do_numa_page's out_map does.
@@ -150,6 +153,31 @@ impl Sim {
         }
         // Spurious fault (e.g. a stale read-only TLB entry after another CPU upgraded the PTE):
         // the walk that follows will fill the current PTE.
+        Ok(())
+    }
+
+    /// `do_swap_page()`: read the page back from its slot into a new anon page and map it;
+    /// writable if the fault writes or no other PTE shares the slot (exclusive).
+    fn do_swap_page(&mut self, cpu: CpuId, mm: MmId, vma: &Vma, vpn: u64, pte: Pte, write: bool) -> Result<(), FaultError> {
+        let slot = pte.swap_slot();
+        let pfn = self.alloc_user_page(cpu)?;
+        self.vmstat.count(VmEvent::PGMAJFAULT);
+        self.vmstat.count(VmEvent::PSWPIN);
+        self.mark("swap in");
+        self.charge_sys(cpu, self.p.block_read_ns);
+        let exclusive = self.swap.map[slot as usize] == 1;
+        // The PTE may only be replaced if it still holds this swap entry (pte_same()).
+        if self.mm(mm).pgtable.get(vpn) != pte {
+            self.put_page(pfn);
+            return Ok(());
+        }
+        self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+        self.swap_free(slot);
+        let writable = vma.flags & vm::WRITE != 0 && (write || exclusive);
+        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, writable, write);
+        if !exclusive {
+            self.frame_mut(pfn).flags &= !pg::ANON_EXCLUSIVE;
+        }
         Ok(())
     }
 
@@ -253,7 +281,22 @@ impl Sim {
             return Ok(());
         }
         // wp_page_copy(): new page, copy (or clear for the zero page), ptep_clear_flush, map.
-        let new = self.alloc_user_page(cpu)?;
+        // The fault holds a reference on the old folio while it allocates (which may reclaim,
+        // and so unmap or swap out that very folio), then re-checks the PTE (pte_same()).
+        self.get_page(pfn);
+        let new = match self.alloc_user_page(cpu) {
+            Ok(p) => p,
+            Err(e) => {
+                self.put_page(pfn);
+                return Err(e);
+            }
+        };
+        if self.mm(mm).pgtable.get(vpn) != pte {
+            // Changed under us: undo and let the access fault again.
+            self.put_page(new);
+            self.put_page(pfn);
+            return Ok(());
+        }
         self.charge_sys(cpu, self.page_op_ns(cpu, new, !is_zero));
         self.vmstat.count(VmEvent::COW_FAULT);
         // ptep_clear_flush(): the old translation must be gone from every TLB before the new PTE.
@@ -263,6 +306,7 @@ impl Sim {
             self.page_remove_rmap(mm, pfn);
             self.put_page(pfn);
         }
+        self.put_page(pfn);
         self.map_new_anon(cpu, mm, vma.start, vpn, new, true, true);
         Ok(())
     }
@@ -311,6 +355,11 @@ impl Sim {
         let n = victims.len();
         for (vpn, pte) in victims {
             self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+            if pte.is_swap() {
+                // zap_nonpresent_ptes(): free_swap_and_cache().
+                self.swap_free(pte.swap_slot());
+                continue;
+            }
             tlb.remove_tlb_entry(vpn);
             let pfn = pte.pfn();
             if self.frame(pfn).flags & pg::ZERO != 0 {
@@ -360,10 +409,23 @@ impl Sim {
         if vma.shared() {
             return Ok(());
         }
-        let mut ptes = Vec::new();
-        self.mm(src).pgtable.for_each_mapped(vma.start, vma.end, |v, p| ptes.push((v, p)));
-        for &(vpn, pte) in &ptes {
+        let mut vpns = Vec::new();
+        self.mm(src).pgtable.for_each_mapped(vma.start, vma.end, |v, _| vpns.push(v));
+        let n = vpns.len();
+        for vpn in vpns {
             self.pte_alloc(cpu, dst, vpn)?;
+            // Read the source PTE only now, as copy_pte_range() does under the PTE lock: the
+            // table allocation above may have reclaimed (and so unmapped) the page it maps.
+            let pte = self.mm(src).pgtable.get(vpn);
+            if pte.none() {
+                continue;
+            }
+            if pte.is_swap() {
+                // copy_nonpresent_pte(): swap_duplicate().
+                self.swap_dup(pte.swap_slot());
+                self.mm_mut(dst).pgtable.set(vpn, pte);
+                continue;
+            }
             let mut child = pte;
             if vma.is_cow() && pte.write() {
                 let wp = pte.with(0, Pte::RW);
@@ -384,7 +446,7 @@ impl Sim {
             }
             self.mm_mut(dst).pgtable.set(vpn, child);
         }
-        self.charge_sys(cpu, self.p.pte_update_ns * ptes.len() as f64);
+        self.charge_sys(cpu, self.p.pte_update_ns * n as f64);
         Ok(())
     }
 }

@@ -11,6 +11,7 @@ pub mod mprotect;
 pub mod page_alloc;
 pub mod pgtable;
 pub mod rmap;
+pub mod swapfile;
 pub mod vmacache;
 pub mod vmscan;
 pub mod vmstat;

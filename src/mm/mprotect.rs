@@ -36,6 +36,9 @@ impl Sim {
             }
             self.mm(mm).pgtable.for_each_mapped(v.start, v.end, |vpn, p| ptes.push((vpn, p)));
             for (vpn, old) in ptes {
+                if !old.mapped() {
+                    continue; // swap entries keep no permissions
+                }
                 let pfn = old.pfn();
                 let f = *self.frame(pfn);
                 let mut new = match prot {

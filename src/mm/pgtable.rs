@@ -26,7 +26,20 @@ impl Pte {
     pub const ACCESSED: u64 = 1 << 5;
     pub const DIRTY: u64 = 1 << 6;
     pub const PROTNONE: u64 = 1 << 8;
+    /// A swap entry: not present, the slot number where the pfn would be (x86 encodes swap
+    /// entries in non-present PTEs; the bit is ours).
+    pub const SWAP: u64 = 1 << 9;
     pub const NONE: Pte = Pte(0);
+
+    pub fn swap(slot: u32) -> Pte {
+        Pte(((slot as u64) << 12) | Self::SWAP)
+    }
+    pub fn is_swap(self) -> bool {
+        self.0 & (Self::PRESENT | Self::PROTNONE | Self::SWAP) == Self::SWAP
+    }
+    pub fn swap_slot(self) -> u32 {
+        (self.0 >> 12) as u32
+    }
 
     pub fn new(pfn: Pfn, flags: u64) -> Pte {
         Pte(((pfn.0 as u64) << 12) | flags)
@@ -197,7 +210,8 @@ impl PageTable {
         slot.take().map(|t| t.pfn)
     }
 
-    /// Visit every mapped PTE in `[start, end)` (vpns), in address order.
+    /// Visit every non-none PTE in `[start, end)` (vpns), in address order: present, PROT_NONE
+    /// and swap entries alike (callers check which).
     pub fn for_each_mapped(&self, start: u64, end: u64, mut f: impl FnMut(u64, Pte)) {
         let mut vpn = start;
         while vpn < end {

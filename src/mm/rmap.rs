@@ -96,10 +96,15 @@ impl Sim {
     }
 
     /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
-    /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch.
-    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) {
+    /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch. With `swap_slot`
+    /// (an anon folio in the swap cache) each PTE becomes a swap entry for that slot.
+    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>, swap_slot: Option<u32>) {
         for (mm, vpn) in self.rmap_walk(pfn) {
             self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
+            if let Some(slot) = swap_slot {
+                self.mm_mut(mm).pgtable.set(vpn, Pte::swap(slot));
+                self.swap_dup(slot);
+            }
             self.page_remove_rmap(mm, pfn);
             self.put_page(pfn);
             self.charge_sys(cpu, self.p.pte_update_ns);

@@ -233,8 +233,9 @@ impl Sim {
                 Some(true) => self.vmstat.count(VmEvent::PGSCAN_KSWAPD),
                 _ => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
             }
-            if f.flags & pg::ANON != 0 {
-                // No swap: add_to_swap() fails and the folio is activated.
+            let anon = f.flags & pg::ANON != 0;
+            if anon && self.swap.nr_free() == 0 {
+                // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
                 self.putback(pfn, true);
                 self.vmstat.count(VmEvent::PGACTIVATE);
                 continue;
@@ -253,12 +254,63 @@ impl Sim {
                     FolioRef::Reclaim => {}
                 }
             }
+            // add_to_swap(): an anon folio gets a slot; the isolation reference keeps it alive
+            // until it is freed with its batch, after the flush (anon folios have no page-cache
+            // reference to do that).
+            let slot = if anon {
+                let Some(slot) = self.swap_alloc() else {
+                    self.putback(pfn, true);
+                    continue;
+                };
+                self.get_page(pfn);
+                Some(slot)
+            } else {
+                None
+            };
             if f.mapcount > 0 {
                 let b = if batched { Some(&mut batch) } else { None };
-                self.try_to_unmap(cpu, pfn, b);
+                self.try_to_unmap(cpu, pfn, b, slot);
             }
             if self.frame(pfn).mapcount != 0 {
                 self.putback(pfn, true);
+                if let Some(slot) = slot {
+                    // Still mapped somewhere: give back the isolation reference, and the slot if
+                    // no PTE took it.
+                    self.put_page(pfn);
+                    if self.swap.map[slot as usize] == 0 {
+                        self.swap.free.push(slot);
+                    }
+                }
+                continue;
+            }
+            if let Some(slot) = slot {
+                // pageout() → swap_writepage(): the data goes to the slot before the folio is
+                // freed; stale writable TLB entries must be gone first.
+                if self.inject != Inject::SkipDirtyFlushBeforeWriteback {
+                    self.try_to_unmap_flush_dirty(cpu, &mut batch);
+                }
+                if self.oracle.is_some() {
+                    self.oracle_writeback(cpu, pfn);
+                }
+                if self.swap.map[slot as usize] == 0 {
+                    // Nobody maps it any more (all PTEs went away meanwhile): no need for the slot.
+                    self.swap.free.push(slot);
+                } else {
+                    self.swap_writepage(cpu);
+                }
+                self.frame_mut(pfn).flags &= !pg::DIRTY;
+                match kswapd {
+                    Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
+                    _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
+                }
+                reclaimed += 1;
+                free_folios.push(pfn);
+                if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
+                    if self.inject != Inject::SkipFlushBeforeFree {
+                        self.try_to_unmap_flush(cpu, &mut batch);
+                    }
+                    self.free_folio_batch(cpu, &mut free_folios);
+                }
                 continue;
             }
             if self.frame(pfn).flags & pg::DIRTY != 0 {
@@ -349,15 +401,30 @@ impl Sim {
         }
         // shrink_inactive_list() starts with lru_add_drain() of this CPU.
         self.lru_add_drain(cpu);
-        let mut to_scan = ((self.nodes[node].lru.lists[Lru::InactiveFile as usize].len >> priority) as usize).max(SWAP_CLUSTER_MAX);
         let mut reclaimed = 0;
-        while to_scan > 0 && reclaimed < nr_to_reclaim {
-            let folios = self.isolate_lru_folios(node, Lru::InactiveFile, to_scan.min(SWAP_CLUSTER_MAX));
-            if folios.is_empty() {
-                break;
+        // get_scan_count(): file always; anon only with free swap (vm.swappiness's balance is
+        // not modelled: both are scanned at the same priority).
+        let mut lists = vec![(Lru::InactiveFile, Lru::ActiveFile)];
+        if self.swap.nr_free() > 0 {
+            lists.push((Lru::InactiveAnon, Lru::ActiveAnon));
+        }
+        for (inactive_lru, active_lru) in lists {
+            if inactive_lru == Lru::InactiveAnon {
+                let (ia, aa) = (self.nodes[node].lru.lists[inactive_lru as usize].len, self.nodes[node].lru.lists[active_lru as usize].len);
+                if ia < aa {
+                    let n = ((aa >> priority) as usize).max(SWAP_CLUSTER_MAX);
+                    self.shrink_active_list(cpu, node, active_lru, n);
+                }
             }
-            to_scan = to_scan.saturating_sub(folios.len());
-            reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd));
+            let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(SWAP_CLUSTER_MAX);
+            while to_scan > 0 && reclaimed < nr_to_reclaim {
+                let folios = self.isolate_lru_folios(node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
+                if folios.is_empty() {
+                    break;
+                }
+                to_scan = to_scan.saturating_sub(folios.len());
+                reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd));
+            }
         }
         reclaimed
     }

@@ -48,6 +48,9 @@ vm_events! {
     KSWAPD_WAKEUPS => "kswapd_wakeup",
     ALLOCSTALL => "allocstall_normal",
     OOM_KILL => "oom_kill",
+    // Swap.
+    PSWPIN => "pswpin",
+    PSWPOUT => "pswpout",
     // Migration.
     PGMIGRATE_SUCCESS => "pgmigrate_success",
     PGMIGRATE_FAIL => "pgmigrate_fail",

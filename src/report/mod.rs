@@ -94,6 +94,8 @@ impl Report {
             ("AnonPages", kb(anon)),
             ("Mapped", kb(mapped)),
             ("PageTables", kb(pgtable)),
+            ("SwapTotal", kb(sim.swap.total())),
+            ("SwapFree", kb(sim.swap.nr_free())),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -133,7 +135,7 @@ impl Report {
 
     /// /proc/meminfo lines.
     pub fn proc_meminfo(&self) -> String {
-        ["MemTotal", "MemFree", "Cached", "Dirty", "AnonPages", "Mapped", "PageTables"]
+        ["MemTotal", "MemFree", "Cached", "Dirty", "AnonPages", "Mapped", "PageTables", "SwapTotal", "SwapFree"]
             .iter()
             .map(|k| format!("{:<16}{:>8} kB\n", format!("{k}:"), self.meminfo[*k]))
             .collect::<String>()
