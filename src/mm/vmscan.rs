@@ -285,13 +285,8 @@ impl Sim {
             }
             if let Some(slot) = slot {
                 // pageout() → swap_writepage(): the data goes to the slot before the folio is
-                // freed; stale writable TLB entries must be gone first.
-                if self.inject != Inject::SkipDirtyFlushBeforeWriteback {
-                    self.try_to_unmap_flush_dirty(cpu, &mut batch);
-                }
-                if self.oracle.is_some() {
-                    self.oracle_writeback(cpu, pfn);
-                }
+                // freed.
+                self.before_pageout(cpu, pfn, &mut batch);
                 if self.swap.map[slot as usize] == 0 {
                     // Nobody maps it any more (all PTEs went away meanwhile): no need for the slot.
                     self.swap.free.push(slot);
@@ -299,34 +294,16 @@ impl Sim {
                     self.swap_writepage(cpu);
                 }
                 self.frame_mut(pfn).flags &= !pg::DIRTY;
-                match kswapd {
-                    Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
-                    _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
+            } else {
+                if self.frame(pfn).flags & pg::DIRTY != 0 {
+                    self.before_pageout(cpu, pfn, &mut batch);
+                    self.frame_mut(pfn).flags &= !pg::DIRTY;
+                    self.vmstat.count(VmEvent::PGPGOUT);
+                    self.charge_sys(cpu, self.p.block_write_ns);
                 }
-                reclaimed += 1;
-                free_folios.push(pfn);
-                if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
-                    if self.inject != Inject::SkipFlushBeforeFree {
-                        self.try_to_unmap_flush(cpu, &mut batch);
-                    }
-                    self.free_folio_batch(cpu, &mut free_folios);
-                }
-                continue;
+                // __remove_mapping(): out of the page cache; the frame is freed with its batch.
+                self.remove_from_page_cache(pfn);
             }
-            if self.frame(pfn).flags & pg::DIRTY != 0 {
-                // pageout(): stale writable TLB entries must be gone before the I/O starts.
-                if self.inject != Inject::SkipDirtyFlushBeforeWriteback {
-                    self.try_to_unmap_flush_dirty(cpu, &mut batch);
-                }
-                if self.oracle.is_some() {
-                    self.oracle_writeback(cpu, pfn);
-                }
-                self.frame_mut(pfn).flags &= !pg::DIRTY;
-                self.vmstat.count(VmEvent::PGPGOUT);
-                self.charge_sys(cpu, self.p.block_write_ns);
-            }
-            // __remove_mapping(): out of the page cache; the frame is freed with its batch.
-            self.remove_from_page_cache(pfn);
             match kswapd {
                 Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
                 _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
@@ -347,6 +324,17 @@ impl Sim {
         }
         self.free_folio_batch(cpu, &mut free_folios);
         reclaimed
+    }
+
+    /// Before `pageout()` writes a folio: stale writable TLB entries must be gone before the I/O
+    /// starts (`try_to_unmap_flush_dirty()`), else a write after the I/O began would be lost.
+    fn before_pageout(&mut self, cpu: CpuId, pfn: Pfn, batch: &mut TlbUnmapBatch) {
+        if self.inject != Inject::SkipDirtyFlushBeforeWriteback {
+            self.try_to_unmap_flush_dirty(cpu, batch);
+        }
+        if self.oracle.is_some() {
+            self.oracle_writeback(cpu, pfn);
+        }
     }
 
     fn free_folio_batch(&mut self, cpu: CpuId, folios: &mut Vec<Pfn>) {
