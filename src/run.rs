@@ -325,14 +325,17 @@ impl Sim {
         let mm = self.tasks[t.0 as usize].mm.expect("user task");
         loop {
             let Body::Ops { prog: code, pc, loops, cursor } = &mut prog.body else { unreachable!() };
+            // Borrow the op from a shared handle on the program: a step (one touched page, say)
+            // clones no op and no region name.
+            let code = Arc::clone(code);
             let Some(line) = code.get(*pc) else { return StepResult::Exit };
-            let (op, lineno) = (line.op.clone(), line.line);
+            let (op, lineno) = (&line.op, line.line);
             let region = |s: &Sim, name: &str| -> Result<(u64, u64), String> {
                 s.mm(mm).regions.get(name).copied().ok_or_else(|| format!("region '{name}' is not mapped"))
             };
             let result: Result<StepResult, String> = match op {
                 Op::Loop { count, .. } => {
-                    loops.push((*pc, count));
+                    loops.push((*pc, *count));
                     *pc += 1;
                     continue;
                 }
@@ -355,7 +358,7 @@ impl Sim {
                             *cursor = 0;
                             *pc += 1;
                         }
-                        match self.access(cpu, mm, vpn, write, false) {
+                        match self.access(cpu, mm, vpn, *write, false) {
                             Ok(()) => Ok(StepResult::Continue),
                             Err(e) => return self.fault_kill(t, prog, lineno, e),
                         }
@@ -366,15 +369,15 @@ impl Sim {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
                     let backing = match &file {
-                        Some(f) => Backing::File { file: self.file_get_or_create_sparse(f, pages, sparse), pgoff: 0 },
+                        Some(f) => Backing::File { file: self.file_get_or_create_sparse(f, *pages, *sparse), pgoff: 0 },
                         None => Backing::Anon,
                     };
-                    if self.mm(mm).regions.contains_key(&r) {
+                    if self.mm(mm).regions.contains_key(r.as_str()) {
                         Err(format!("region '{r}' is already mapped"))
                     } else {
-                        match self.do_mmap(cpu, mm, pages, prot, shared, backing, at) {
+                        match self.do_mmap(cpu, mm, *pages, *prot, *shared, backing, *at) {
                             Ok(start) => {
-                                self.mm_mut(mm).regions.insert(r, (start, pages));
+                                self.mm_mut(mm).regions.insert(r.clone(), (start, *pages));
                                 Ok(StepResult::Continue)
                             }
                             Err(e) => Err(format!("mmap: {e}")),
@@ -386,7 +389,7 @@ impl Sim {
                     self.charge_sys(cpu, self.p.syscall_ns);
                     region(self, &r).map(|(s, n)| {
                         self.do_munmap(cpu, mm, s, n);
-                        self.mm_mut(mm).regions.remove(&r);
+                        self.mm_mut(mm).regions.remove(r.as_str());
                         StepResult::Continue
                     })
                 }
@@ -394,7 +397,7 @@ impl Sim {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
                     region(self, &r).map(|(s, n)| {
-                        self.do_mprotect(cpu, mm, s, n, prot);
+                        self.do_mprotect(cpu, mm, s, n, *prot);
                         StepResult::Continue
                     })
                 }
@@ -402,18 +405,18 @@ impl Sim {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
                     region(self, &r).map(|(s, n)| {
-                        self.do_madvise(cpu, mm, s, n, advice);
+                        self.do_madvise(cpu, mm, s, n, *advice);
                         StepResult::Continue
                     })
                 }
                 Op::Migrate { region: r, node } => {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
-                    if node as usize >= self.nodes.len() {
+                    if *node as usize >= self.nodes.len() {
                         Err(format!("migrate: node {node} does not exist"))
                     } else {
                         region(self, &r).map(|(s, n)| {
-                            self.migrate_range(cpu, mm, s, n, NodeId(node));
+                            self.migrate_range(cpu, mm, s, n, NodeId(*node));
                             StepResult::Continue
                         })
                     }

@@ -316,6 +316,10 @@ pub struct Params {
     pub cpuless_latency_ns: f64,
     pub tlb_single_page_flush_ceiling: u64,
     pub lazy_tlb: bool,
+    /// should_flush_tlb() skips lazy CPUs (4.19+; before, they were IPI'd and left the mm).
+    pub lazy_ipi_skip: bool,
+    /// cost.struct_page_init_ns (HugeTLB: initialising or tearing down a huge page's struct pages).
+    pub struct_page_init_ns: f64,
     /// 0: clear the mm_cpumask bit at switch_mm (before 6.14); else trim interval.
     pub mm_cpumask_trim_ns: Ns,
     pub slice_ns: Ns,
@@ -375,6 +379,8 @@ impl Params {
             cpuless_latency_ns: c.float("machine.cpuless_latency_ns"),
             tlb_single_page_flush_ceiling: c.int("kernel.tlb_single_page_flush_ceiling") as u64,
             lazy_tlb: c.bool("kernel.lazy_tlb"),
+            lazy_ipi_skip: crate::config::presets::version(&preset) >= (4, 19),
+            struct_page_init_ns: c.float("cost.struct_page_init_ns"),
             mm_cpumask_trim_ns: trim_ms * 1_000_000,
             slice_ns: 1_000_000_000 / c.int("kernel.hz") as u64,
             base_slice_ns: c.int("kernel.sched_base_slice_ns") as u64,

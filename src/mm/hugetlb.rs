@@ -126,7 +126,7 @@ pub struct HugetlbStats {
 /// All hstates, their per-node pools, the vmemmap and the free_hpage_work queue.
 #[derive(Clone, Debug, Default)]
 pub struct Hugetlb {
-    /// `hugetlb_init()` has run (Sim::build does not call it yet: see docs/hvo.md).
+    /// `hugetlb_init()` has run (Sim::build calls it; code using Sim::new calls it itself).
     pub initialized: bool,
     pub variant: HvoVariant,
     pub batched: bool,
@@ -262,7 +262,7 @@ impl Sim {
     fn alloc_fresh_hugetlb_folios(&mut self, h: usize, count: u64, optimize_each: bool) -> Vec<Pfn> {
         let order = self.hugetlb.hstates[h].order;
         let nn = self.nodes.len();
-        let spi = self.cfg.float("cost.struct_page_init_ns");
+        let spi = self.p.struct_page_init_ns;
         let mut ready = Vec::new();
         for _ in 0..count {
             let cpu = self.hugetlb.cpu;
@@ -424,7 +424,7 @@ impl Sim {
             self.hugetlb.folios.get_mut(&head.0).unwrap().optimized = false;
         }
         let order = HPAGE_ORDERS[h];
-        self.charge_sys(cpu, self.cfg.float("cost.struct_page_init_ns") * (1u64 << order) as f64 + self.p.page_alloc_ns);
+        self.charge_sys(cpu, self.p.struct_page_init_ns * (1u64 << order) as f64 + self.p.page_alloc_ns);
         self.hugetlb.folios.remove(&head.0);
         self.free_contig_frames(head, order);
         let dt = self.now(cpu) - t0;

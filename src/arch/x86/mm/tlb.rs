@@ -149,7 +149,7 @@ impl Sim {
     fn should_flush_tlb(&self, cpu: CpuId, info: &FlushInfo) -> bool {
         let st = &self.cpus[cpu.0 as usize].tlbstate;
         // Lazy TLB will get flushed at the next context switch.
-        if st.is_lazy && crate::config::presets::version(&self.cfg.str("kernel.preset")) >= (4, 19) {
+        if st.is_lazy && self.p.lazy_ipi_skip {
             return false;
         }
         let Some(mm) = info.mm else { return true };
