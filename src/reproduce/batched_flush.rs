@@ -166,7 +166,9 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         eprintln!("mmsim reproduce: --seeds must be at least 1");
         return ExitCode::from(2);
     }
-    if let Err(e) = config(&MACHINES[0], false, 1, sets) {
+    // Check the user's overrides on their own first, so that an error names their position
+    // (--set:1 is the first --set given), then together with the experiment's.
+    if let Err(e) = Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets)) {
         eprintln!("mmsim reproduce: {e}");
         return ExitCode::from(2);
     }
