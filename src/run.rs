@@ -11,6 +11,10 @@ use crate::sim::{Backing, Sim, Task, TaskState};
 use crate::types::*;
 use crate::workload::ops::{self, Op};
 use crate::workload::synth::{Pattern, SynthState};
+
+/// With the oracle on, the structural checkers (src/check/structural.rs) run every this many
+/// steps and at the end. Steps are atomic, so the state between two is one the kernel could be in.
+pub const STRUCTURE_CHECK_STEPS: u64 = 4096;
 use crate::workload::{Body, Program, StepResult};
 
 /// Why a run stopped.
@@ -216,6 +220,9 @@ impl Sim {
                     loop {
                         self.step_cpu(cpu, horizon);
                         steps += 1;
+                        if self.oracle.is_some() && steps % STRUCTURE_CHECK_STEPS == 0 {
+                            self.check_structure();
+                        }
                         if steps % (1 << 20) == 0 {
                             progress(self.cpus[ci].clock);
                         }
@@ -235,6 +242,9 @@ impl Sim {
             }
         }
         let end = self.cpus.iter().map(|c| c.clock).max().unwrap_or(0);
+        if self.oracle.is_some() {
+            self.check_structure();
+        }
         self.finish(Outcome::Completed, end)
     }
 

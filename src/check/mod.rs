@@ -7,6 +7,7 @@
 //! ever read old, still-valid data of a frame that was neither freed nor written back meanwhile.
 
 pub mod oracle;
+pub mod structural;
 pub mod swarm;
 
 pub use oracle::{Class, Oracle, Violation};

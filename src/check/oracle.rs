@@ -30,6 +30,9 @@ pub enum Class {
     MissingTrap,
     /// A read through a stale entry returned data the mapping no longer holds.
     StaleData,
+    /// A structural invariant of the model's state is broken (src/check/structural.rs); the
+    /// detail names the checker.
+    Structural,
 }
 
 impl Class {
@@ -39,6 +42,7 @@ impl Class {
             Class::LostWrite => "lost-write",
             Class::MissingTrap => "missing-trap",
             Class::StaleData => "stale-data",
+            Class::Structural => "structural",
         }
     }
 }
