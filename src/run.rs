@@ -95,6 +95,7 @@ impl Sim {
             waiting_for_children: false,
             slice_end: 0,
             vmacache: Default::default(),
+            reclaim_tail: None,
         });
         tid
     }
@@ -270,6 +271,10 @@ impl Sim {
         let ci = cpu.0 as usize;
         let Some(t) = self.cpus[ci].current else { return };
         if self.maybe_preempt(cpu) {
+            return;
+        }
+        if self.finish_task_reclaim_tail(cpu, t) {
+            self.kick(cpu);
             return;
         }
         let mut prog = self.tasks[t.0 as usize].prog.take().expect("a running task has a program");

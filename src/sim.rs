@@ -244,6 +244,9 @@ pub struct Task {
     pub slice_end: Ns,
     /// Per-thread VMA cache (task_struct.vmacache, 3.15-6.0).
     pub vmacache: crate::mm::vmacache::TaskVmaCache,
+    /// The end of a reclaim (flush, then free) this task's last step left for its next one
+    /// (mm/vmscan.rs `ReclaimTail`).
+    pub reclaim_tail: Option<Box<crate::mm::vmscan::ReclaimTail>>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]

@@ -347,7 +347,7 @@ impl Sim {
                 // exec_mmap(): a new mm (the task's vmacache is flushed: a new simulated task
                 // continues the traced one), the old mm dropped when this task exits.
                 self.charge_sys(cpu, self.p.syscall_ns + self.p.fork_ns);
-                let nmm = self.mm_alloc(cpu);
+                let nmm = self.try_mm_alloc(cpu).ok_or_else(|| "exec: out of memory for a new mm".to_string())?;
                 self.replay_exec_layout(cpu, nmm, r.tid, &evs[r.pc..], layout);
                 let ct = ReplayTask { trace: trace.clone(), tid: r.tid, pc: r.pc, brk: None };
                 let file = self.task(t).prog.as_ref().map(|p| p.file.clone()).unwrap_or_default();

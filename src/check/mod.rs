@@ -14,7 +14,7 @@ pub use oracle::{Class, Oracle, Violation};
 
 use crate::hw::tlb::{tag_asid, TlbEntry, F_DIRTY, F_WRITE};
 use crate::mm::mmap::find_vma_in;
-use crate::sim::{Backing, CpuMask, Sim};
+use crate::sim::{vm, Backing, CpuMask, Sim};
 use crate::types::*;
 
 /// A fault-injection site (`check.inject`). Each reproduces a real bug class.
@@ -108,6 +108,8 @@ impl Sim {
         let t = self.now(cpu);
         let o = self.oracle.as_mut().expect("oracle on");
         let ver = if write { o.bump_version(key) } else { o.version(key) };
+        // The walk found the page's frame: it holds the page's current data.
+        o.set_content(pfn, key, ver);
         let frame_gen = o.frame_gen(pfn);
         o.record_fill(cpu, asid, vpn, oracle::Fill { pfn, frame_gen, key, ver, mm });
         o.event(pfn, t, Some(cpu), if write { "tlb fill by a write walk" } else { "tlb fill by a read walk" }, Some(mm), vpn);
@@ -137,6 +139,7 @@ impl Sim {
                 o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: write through a cached writable entry after the PTE was write-protected (pfn {})", cpu.0, mm.0, e.pfn.0));
             } else if write {
                 let v = o.bump_version(f.key);
+                o.set_content(e.pfn, f.key, v);
                 if let Some(r) = o.fill_of(cpu, asid, vpn) {
                     r.ver = v;
                 }
@@ -144,20 +147,42 @@ impl Sim {
             return;
         }
         // The entry is stale: its PTE is gone or maps another frame.
+        let cur_key = self.logical_key(mm, vpn);
+        let vma_flags = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn).map(|v| v.flags);
+        let allowed_now = vma_flags.is_some_and(|f| f & if write { vm::WRITE } else { vm::READ } != 0);
+        let o = self.oracle.as_mut().expect("oracle on");
         let frame_gen = o.frame_gen(e.pfn);
         if frame_gen != f.frame_gen {
             o.event(e.pfn, t, Some(cpu), if write { "stale write" } else { "stale read" }, Some(mm), vpn);
             o.report(Class::UseAfterReuse, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale TLB entry reached pfn {}, freed{} since the fill (generation {} -> {frame_gen}); PTE now {:?}", cpu.0, mm.0, e.pfn.0, if frame_gen.wrapping_sub(f.frame_gen) > 1 { " and reallocated" } else { "" }, f.frame_gen, pte));
+        } else if !allowed_now {
+            o.event(e.pfn, t, Some(cpu), if write { "stale write the VMA forbids" } else { "stale read the VMA forbids" }, Some(mm), vpn);
+            o.report(Class::MissingTrap, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale entry to pfn {} did not fault, but the address {} (the unmap or protection change returned without flushing this CPU)", cpu.0, mm.0, e.pfn.0, if vma_flags.is_none() { "is no longer mapped" } else { "no longer allows it" }));
         } else if write {
             o.event(e.pfn, t, Some(cpu), "stale write", Some(mm), vpn);
             o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a write through a cached dirty writable entry to pfn {} after its unmap, before the flush; PTE now {:?}", cpu.0, mm.0, e.pfn.0, pte));
-        } else if o.version(f.key) != f.ver {
-            o.event(e.pfn, t, Some(cpu), "stale read of changed data", Some(mm), vpn);
-            o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {} (data version {}), the page now holds version {}", cpu.0, mm.0, e.pfn.0, f.ver, o.version(f.key)));
+        } else if o.content(e.pfn).0 != cur_key {
+            o.event(e.pfn, t, Some(cpu), "stale read of another mapping's page", Some(mm), vpn);
+            o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {}, but the address now maps another page (the mapping was replaced since the fill)", cpu.0, mm.0, e.pfn.0));
+        } else if o.content(e.pfn).1 != o.version(cur_key) && o.discarded_since(cur_key, o.content(e.pfn).1) {
+            o.event(e.pfn, t, Some(cpu), "stale read of discarded data", Some(mm), vpn);
+            o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {} (data version {}), but that data was discarded (munmap/MADV_DONTNEED) since; the page is now version {}", cpu.0, mm.0, e.pfn.0, o.content(e.pfn).1, o.version(cur_key)));
+        } else if o.content(e.pfn).1 != o.version(cur_key) {
+            // The page was refaulted into another frame and written there while this entry's
+            // deferred flush was still in flight: the frame itself is unchanged and not reused.
+            o.allowed_stale_reads += 1;
+            o.mark("allowed stale read of superseded data");
         } else {
             o.allowed_stale_reads += 1;
             o.mark("allowed stale read");
         }
+    }
+
+    /// The private data at `vpn` of `mm` was discarded (zap of an anon page or a swap entry:
+    /// munmap, MADV_DONTNEED, exit): whatever a stale entry still shows is no longer the page's.
+    pub fn oracle_discard(&mut self, mm: MmId, vpn: u64) {
+        let key = self.logical_key(mm, vpn);
+        self.oracle.as_mut().expect("oracle on").discard(key);
     }
 
     /// CPUs that could use an entry right now (in a real, concurrent machine): running a user

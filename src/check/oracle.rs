@@ -6,6 +6,8 @@
 //! |--------------|------------------------------------------------------------|---------------------|
 //! | `frame_gen[pfn]`   | frame generation: bumped when the frame is freed and when it is allocated again | `free`, `alloc` |
 //! | `ver[key]`   | data version of a logical page (shared file page: file+pgoff; private: mm+vpn) | every write through a mapping |
+//! | `discards[key]` | the version a discard (zap of private data) produced | munmap, MADV_DONTNEED |
+//! | `content[pfn]` | the (key, version) of the data the frame holds: what a stale entry to it reads | fills, writes |
 //! | `fills`      | per (cpu, asid, vpn): the (pfn, frame_gen, key, ver) the last fill saw | `fill`, writes  |
 //! | `ring[pfn]`  | the last [`RING`] events of the frame                       | every hook          |
 //!
@@ -78,6 +80,9 @@ pub struct Oracle {
     frame_gen: Vec<u32>,
     ring: Vec<VecDeque<Ev>>,
     ver: HashMap<u64, u32>,
+    content: Vec<(u64, u32)>,
+    /// Per logical page, the version its last discard (zap of private data) produced.
+    discards: HashMap<u64, u32>,
     fills: HashMap<(u32, u16, u64), Fill>,
     pub violations: Vec<Violation>,
     /// Stale reads of an unchanged, not-reused frame: what batched flushing relies on.
@@ -92,7 +97,7 @@ pub struct Oracle {
 
 impl Oracle {
     pub fn new(nframes: usize) -> Oracle {
-        Oracle { frame_gen: vec![0; nframes], ring: vec![VecDeque::new(); nframes], max_violations: 4, ..Default::default() }
+        Oracle { frame_gen: vec![0; nframes], ring: vec![VecDeque::new(); nframes], content: vec![(u64::MAX, 0); nframes], max_violations: 4, ..Default::default() }
     }
 
     pub fn mark(&mut self, name: &'static str) {
@@ -136,6 +141,26 @@ impl Oracle {
         let v = self.ver.entry(key).or_insert(0);
         *v = v.wrapping_add(1);
         *v
+    }
+
+    /// The private data of a logical page was thrown away (munmap, MADV_DONTNEED, exit).
+    pub fn discard(&mut self, key: u64) {
+        let v = self.bump_version(key);
+        self.discards.insert(key, v);
+    }
+
+    /// Whether the page was discarded after it held version `ver`.
+    pub fn discarded_since(&self, key: u64, ver: u32) -> bool {
+        self.discards.get(&key).is_some_and(|&d| d > ver)
+    }
+
+    /// What the frame holds: (logical page key, data version); key u64::MAX = nothing known.
+    pub fn content(&self, pfn: Pfn) -> (u64, u32) {
+        self.content[pfn.0 as usize]
+    }
+
+    pub fn set_content(&mut self, pfn: Pfn, key: u64, ver: u32) {
+        self.content[pfn.0 as usize] = (key, ver);
     }
 
     pub fn record_fill(&mut self, cpu: CpuId, asid: u16, vpn: u64, f: Fill) {

@@ -8,7 +8,12 @@ use crate::config::{Config, Origin, ThreadSpec};
 use crate::engine::prng::Prng;
 use crate::sim::Sim;
 
+use rayon::prelude::*;
+
 use super::{Inject, Violation};
+
+/// Seeds handed to the thread pool at a time.
+const CHUNK: usize = 64;
 
 /// What one seed found.
 #[derive(Debug)]
@@ -19,6 +24,8 @@ pub struct SeedResult {
     pub allowed_stale_reads: u64,
     pub checked_hits: u64,
     pub sets: Vec<String>,
+    /// Why threads of the scenario died (printed for a single `--seed`).
+    pub workload_errors: Vec<String>,
 }
 
 fn pick<'a>(r: &mut Prng, xs: &[&'a str]) -> &'a str {
@@ -31,6 +38,7 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
     let nodes = 1 + r.below(2);
     let cpus = nodes * (1 + r.below(4)).max(if nodes == 1 { 2 } else { 1 });
     let mem_mib = (8 + r.below(9)) / nodes; // 8-16 MiB in all: a few thousand frames
+    let swap_mib: u64 = pick(&mut r, &["0", "0", "4", "32"]).parse().expect("a number");
     let preset = pick(&mut r, &["linux-6.18", "linux-6.18", "linux-6.12", "linux-6.1", "linux-5.13", "linux-4.14"]);
     let sets = vec![
         format!("run.seed={seed}"),
@@ -38,7 +46,7 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
         format!("machine.cpus={cpus}"),
         format!("machine.nodes={nodes}"),
         format!("machine.mem_per_node_mib={mem_mib}"),
-        format!("machine.swap_mib={}", pick(&mut r, &["0", "0", "4", "32"])),
+        format!("machine.swap_mib={swap_mib}"),
         format!("kernel.preset=\"{preset}\""),
         format!("machine.tlb.pcid={}", r.below(4) != 0),
         format!("machine.tlb.stlb_entries={}", pick(&mut r, &["96", "384", "1536"])),
@@ -64,9 +72,20 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
             let own = format!("own{t}");
             let own_pages = 4 + r.below(60);
             ops += &format!("mmap {own} {own_pages}\n");
+            // A private place for a shared file mapping that is replaced by another file at the
+            // same address (munmap + MAP_FIXED mmap): a stale entry then shows the wrong file.
+            let at = format!("at={:#x}", 0x6000_0000_0000u64 + (p * 16 + t) * 0x100_0000);
+            let ownf_pages = 4 + r.below(60);
+            let ownf = |which: &str| format!("mmap ownf{t} {ownf_pages} file:f{p}t{t}{which} sparse shared {at}");
+            ops += &ownf("a");
+            ops += "\n";
+            // A private region written once and then mostly read: after a swap-out and a read
+            // swap-in its pages are clean, so reclaim leaves their flush deferred (no dirty page
+            // forces it) while MADV_DONTNEED may discard them.
+            ops += &format!("mmap ro{t} {}\ntouch ro{t} write\n", 4 + r.below(28));
             ops += &format!("loop {}\n", 2 + r.below(4));
             for _ in 0..(3 + r.below(6)) {
-                let op = match r.below(15) {
+                let op = match r.below(22) {
                     0 | 1 => "touch hot read".to_string(),
                     2 | 3 => "touch hot write".to_string(),
                     4 => "madvise hot pageout".to_string(),
@@ -79,6 +98,13 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
                     11 => "fork\ntouch anon write\nreap".to_string(),
                     12 => format!("madvise {own} dontneed\ntouch {own} read"),
                     13 if nodes > 1 => format!("migrate hot {}\nmigrate anon {}", r.below(nodes), r.below(nodes)),
+                    15 => "madvise anon pageout".to_string(),
+                    16 => "touch anon read".to_string(),
+                    17 => format!("touch ownf{t} read\nmunmap ownf{t}\n{}\ntouch ownf{t} read\nmunmap ownf{t}\n{}\ntouch ownf{t} read", ownf("b"), ownf("a")),
+                    18 => format!("touch ownf{t} read"),
+                    19 => format!("touch ro{t} read"),
+                    20 => format!("madvise ro{t} dontneed\ntouch ro{t} read"),
+                    21 => format!("touch ro{t} write"),
                     _ => "touch hot read\nmadvise hot dontneed".to_string(),
                 };
                 ops += &op;
@@ -87,6 +113,21 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
             ops += "end\n";
             threads.push(ThreadSpec { process: p as u32, cpu: None, ops, ops_origin: origin.clone() });
         }
+    }
+    // With swap, half the seeds add the race flush_tlb_batched_pending() closes (mechanisms.md
+    // §1 (d)): a reader makes a private region clean and cached (swap-out, then swap-in by
+    // reads) and later discards and re-reads it, while a pager in the same process pages it
+    // out with deferred flushes; timings are drawn so the two overlap now and then.
+    if swap_mib > 0 && r.below(2) == 0 {
+        let n = 16 + r.below(80);
+        let reader = format!(
+            "mmap rr {n}\nmmap pad 32\nloop {}\ntouch rr write\nmadvise rr pageout\ntouch rr read\ntouch pad write\nspin {}us\nmadvise rr dontneed\ntouch rr read\nend\n",
+            2 + r.below(4),
+            r.below(2000)
+        );
+        let pager = format!("sleep {}us\nloop {}\nmadvise rr pageout\nspin {}us\nend\n", 200 + r.below(3000), 2 + r.below(6), r.below(1500));
+        threads.push(ThreadSpec { process: 0, cpu: None, ops: reader, ops_origin: origin.clone() });
+        threads.push(ThreadSpec { process: 0, cpu: None, ops: pager, ops_origin: origin.clone() });
     }
     // A background reader of the big file in process 0 keeps kswapd busy.
     threads.push(ThreadSpec { process: 0, cpu: None, ops: "sleep 10us\ntouch big read\n".to_string(), ops_origin: origin.clone() });
@@ -100,8 +141,13 @@ pub fn run_seed(seed: u64, inject: Inject) -> SeedResult {
     let mut sim = Sim::build(&cfg).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} does not build: {e}"));
     sim.enable_oracle();
     sim.run(|_| {});
-    let o = sim.oracle.take().expect("oracle on");
-    SeedResult { seed, violations: o.violations, marks: o.marks, allowed_stale_reads: o.allowed_stale_reads, checked_hits: o.checked_hits, sets }
+    let mut o = sim.oracle.take().expect("oracle on");
+    if !sim.workload_errors.is_empty() {
+        // Threads the scenario's own races killed (SIGSEGV after another thread's mprotect, OOM):
+        // counted so a swarm that kills its threads early shows.
+        *o.marks.entry("thread killed (SIGSEGV/OOM)").or_insert(0) += sim.workload_errors.len() as u64;
+    }
+    SeedResult { seed, violations: o.violations, marks: o.marks, allowed_stale_reads: o.allowed_stale_reads, checked_hits: o.checked_hits, sets, workload_errors: std::mem::take(&mut sim.workload_errors) }
 }
 
 #[derive(serde::Serialize)]
@@ -143,20 +189,40 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
     let mut out = JsonOut { seeds_run: 0, violations: Vec::new() };
     let mut marks: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut found = None;
-    for &s in &list {
-        let r = run_seed(s, inject);
-        out.seeds_run += 1;
-        for (k, v) in &r.marks {
-            *marks.entry(k).or_insert(0) += v;
-        }
-        if !r.violations.is_empty() {
-            for v in &r.violations {
-                out.violations.push(JsonViolation { seed: s, class: v.class.name(), detail: v.detail.clone() });
+    let bar = indicatif::ProgressBar::new(list.len() as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {per_sec} eta {eta}").expect("valid template"));
+    if list.len() == 1 {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    // Seeds run in parallel (rayon), a chunk at a time; results are taken in seed order and the
+    // run stops at the first seed with a violation, so the output does not depend on threads.
+    'chunks: for chunk in list.chunks(CHUNK) {
+        let results: Vec<SeedResult> = chunk.par_iter().map(|&s| run_seed(s, inject)).collect();
+        for r in results {
+            out.seeds_run += 1;
+            bar.inc(1);
+            for (k, v) in &r.marks {
+                *marks.entry(k).or_insert(0) += v;
             }
-            found = Some(r);
-            break;
+            if !r.violations.is_empty() || list.len() == 1 {
+                for v in &r.violations {
+                    out.violations.push(JsonViolation { seed: r.seed, class: v.class.name(), detail: v.detail.clone() });
+                }
+                let stop = !r.violations.is_empty();
+                found = Some(r);
+                if stop {
+                    break 'chunks;
+                }
+            }
         }
     }
+    bar.finish_and_clear();
+    if let Some(r) = found.as_ref().filter(|_| list.len() == 1) {
+        for e in &r.workload_errors {
+            println!("  workload: {e}");
+        }
+    }
+    let found = found.filter(|r| !r.violations.is_empty());
     let secs = t0.elapsed().as_secs_f64();
     let inj = if inject == Inject::None { String::new() } else { format!(" --inject {}", inject.name()) };
     match &found {

@@ -15,7 +15,7 @@ impl Sim {
     /// `dup_mm()`: a copy of `src` for a child process.
     pub fn dup_mm(&mut self, cpu: CpuId, src: MmId) -> Result<MmId, FaultError> {
         self.charge_sys(cpu, self.p.fork_ns);
-        let child = self.mm_alloc(cpu);
+        let child = self.try_mm_alloc(cpu).ok_or(FaultError::Oom)?;
         let vmas: Vec<_> = self.mm(src).vmas.values().cloned().collect();
         let regions = self.mm(src).regions.clone();
         let base = self.mm(src).mmap_base;

@@ -355,6 +355,10 @@ impl Sim {
         let n = victims.len();
         for (vpn, pte) in victims {
             self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+            if self.oracle.is_some() && (pte.is_swap() || self.frame(pte.pfn()).flags & pg::ANON != 0) {
+                // Private data is gone: the mapping no longer holds what a stale entry shows.
+                self.oracle_discard(mm, vpn);
+            }
             if pte.is_swap() {
                 // zap_nonpresent_ptes(): free_swap_and_cache().
                 self.swap_free(pte.swap_slot());

@@ -42,11 +42,17 @@ impl Prot {
 }
 
 impl Sim {
-    /// `mm_alloc()`: a new address space with an empty page table.
+    /// `mm_alloc()` at build time, when memory is still free.
     pub fn mm_alloc(&mut self, cpu: CpuId) -> MmId {
+        self.try_mm_alloc(cpu).expect("simulator bug: no memory for a PGD while building")
+    }
+
+    /// `mm_alloc()`: a new address space with an empty page table. The PGD comes from the
+    /// allocator's slow path (it may reclaim); None when even that fails (fork/exec: -ENOMEM).
+    pub fn try_mm_alloc(&mut self, cpu: CpuId) -> Option<MmId> {
         let id = MmId(self.mms.len() as u32);
         let node = self.cpu_node(cpu);
-        let pgd = self.alloc_page(node).expect("memory for a PGD");
+        let pgd = self.alloc_pages(cpu, node)?;
         self.frames[pgd.0 as usize].flags |= crate::sim::pg::PGTABLE;
         let ctx_id = self.next_ctx_id;
         self.next_ctx_id += 1;
@@ -68,7 +74,7 @@ impl Sim {
             nr_ptes: 1,
             vma_lookup: Default::default(),
         }));
-        id
+        Some(id)
     }
 
     /// Top-down `get_unmapped_area()`: the highest gap below mmap_base that fits.

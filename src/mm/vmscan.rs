@@ -30,6 +30,29 @@ pub const SWAP_CLUSTER_MAX: usize = 32;
 /// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
 pub const DEF_PRIORITY: u32 = 12;
 
+/// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
+/// the flushes deferred by its unmaps, and the folios to free once that batch is flushed.
+///
+/// Steps are atomic, so a reclaim that unmapped, flushed and freed in one step would leave no
+/// window in which another CPU could change the page tables of an mm whose PTEs it cleared —
+/// the race `flush_tlb_batched_pending()` exists for (mechanisms.md §1 (d)). In Linux the unmaps
+/// of one SWAP_CLUSTER_MAX batch take microseconds while other CPUs run. kswapd and
+/// MADV_PAGEOUT (`reclaim_pages()`) therefore end their step after the unmaps and run the flush
+/// and the frees at the start of the task's next step (`Task::reclaim_tail`); other CPUs whose
+/// clocks are earlier run in between. Direct reclaim, which runs inside an allocation that
+/// needs the freed pages at once, ends it in the same step.
+#[derive(Clone, Debug)]
+pub struct ReclaimTail {
+    pub batch: TlbUnmapBatch,
+    pub free_folios: Vec<Pfn>,
+}
+
+impl ReclaimTail {
+    pub fn new(ncpus: usize) -> Self {
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE) }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lru {
     InactiveAnon = 0,
@@ -215,16 +238,54 @@ impl Sim {
 
     /// `reclaim_pages()` on folios picked by MADV_PAGEOUT: isolate, shrink ignoring references,
     /// put back what was not reclaimed.
+    ///
+    /// The end of its shrink_folio_list() is left to the calling task's next step (see
+    /// [`ReclaimTail`]); a previous call's end, still pending, runs first.
     pub fn reclaim_pages(&mut self, cpu: CpuId, folios: Vec<Pfn>) {
         let isolated: Vec<Pfn> = folios.into_iter().filter(|&p| self.folio_isolate_lru(p)).collect();
-        self.shrink_folio_list(cpu, isolated, true, None);
+        let mut tail = self.take_reclaim_tail(cpu);
+        self.shrink_folio_list(cpu, isolated, true, None, &mut tail);
+        self.defer_reclaim_tail(cpu, tail);
+    }
+
+    /// The current task's pending reclaim end, or a fresh one.
+    fn take_reclaim_tail(&mut self, cpu: CpuId) -> Box<ReclaimTail> {
+        let cur = self.cpus[cpu.0 as usize].current;
+        cur.and_then(|t| self.task_mut(t).reclaim_tail.take()).unwrap_or_else(|| Box::new(ReclaimTail::new(self.cpus.len())))
+    }
+
+    /// Leave the end of a shrink_folio_list() to the current task's next step, which runs it
+    /// before anything else ([`Sim::finish_task_reclaim_tail`]); without a task, run it now.
+    fn defer_reclaim_tail(&mut self, cpu: CpuId, mut tail: Box<ReclaimTail>) {
+        if !tail.batch.flush_required && tail.free_folios.is_empty() {
+            return;
+        }
+        match self.cpus[cpu.0 as usize].current {
+            Some(t) => self.task_mut(t).reclaim_tail = Some(tail),
+            None => self.finish_reclaim_tail(cpu, &mut tail),
+        }
+    }
+
+    /// At the start of a task's step: the end of the reclaim its previous step left pending.
+    /// Returns whether there was one (the step is then spent on it).
+    pub fn finish_task_reclaim_tail(&mut self, cpu: CpuId, t: Tid) -> bool {
+        match self.task_mut(t).reclaim_tail.take() {
+            Some(mut tail) => {
+                self.finish_reclaim_tail(cpu, &mut tail);
+                true
+            }
+            None => false,
+        }
     }
 
     /// `shrink_folio_list()`: reclaim what can be from an isolated list; the rest is put back.
-    /// `reclaim_stat` gets (scanned, reclaimed). Returns pages reclaimed.
-    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>) -> u64 {
-        let mut batch = TlbUnmapBatch::new(self.cpus.len());
-        let mut free_folios: Vec<Pfn> = Vec::with_capacity(PAGEVEC_SIZE);
+    /// Returns pages reclaimed. The end of the function (the last `try_to_unmap_flush()` and
+    /// `free_unref_folios()`) is left in `tail` for [`Sim::finish_reclaim_tail`]: atomic callers
+    /// run it at once, kswapd at its next step (see [`ReclaimTail`]).
+    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
+        // The previous call's end comes first (a no-op when it already ran).
+        self.finish_reclaim_tail(cpu, tail);
+        let ReclaimTail { batch, free_folios } = tail;
         let mut reclaimed = 0u64;
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
@@ -268,7 +329,7 @@ impl Sim {
                 None
             };
             if f.mapcount > 0 {
-                let b = if batched { Some(&mut batch) } else { None };
+                let b = if batched { Some(&mut *batch) } else { None };
                 self.try_to_unmap(cpu, pfn, b, slot);
             }
             if self.frame(pfn).mapcount != 0 {
@@ -286,7 +347,7 @@ impl Sim {
             if let Some(slot) = slot {
                 // pageout() → swap_writepage(): the data goes to the slot before the folio is
                 // freed.
-                self.before_pageout(cpu, pfn, &mut batch);
+                self.before_pageout(cpu, pfn, batch);
                 if self.swap.map[slot as usize] == 0 {
                     // Nobody maps it any more (all PTEs went away meanwhile): no need for the slot.
                     self.swap.free.push(slot);
@@ -296,7 +357,7 @@ impl Sim {
                 self.frame_mut(pfn).flags &= !pg::DIRTY;
             } else {
                 if self.frame(pfn).flags & pg::DIRTY != 0 {
-                    self.before_pageout(cpu, pfn, &mut batch);
+                    self.before_pageout(cpu, pfn, batch);
                     self.frame_mut(pfn).flags &= !pg::DIRTY;
                     self.vmstat.count(VmEvent::PGPGOUT);
                     self.charge_sys(cpu, self.p.block_write_ns);
@@ -313,17 +374,23 @@ impl Sim {
             if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
                 if self.inject != Inject::SkipFlushBeforeFree {
-                    self.try_to_unmap_flush(cpu, &mut batch);
+                    self.try_to_unmap_flush(cpu, batch);
                 }
-                self.free_folio_batch(cpu, &mut free_folios);
+                self.free_folio_batch(cpu, free_folios);
             }
         }
-        // The end of the scan: flush before the last folios are freed.
-        if self.inject != Inject::SkipFlushBeforeFree {
-            self.try_to_unmap_flush(cpu, &mut batch);
-        }
-        self.free_folio_batch(cpu, &mut free_folios);
         reclaimed
+    }
+
+    /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
+    /// freed (all versions since 4.3).
+    pub fn finish_reclaim_tail(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
+        if self.inject != Inject::SkipFlushBeforeFree {
+            self.try_to_unmap_flush(cpu, &mut tail.batch);
+        }
+        if !tail.free_folios.is_empty() {
+            self.free_folio_batch(cpu, &mut tail.free_folios);
+        }
     }
 
     /// Before `pageout()` writes a folio: stale writable TLB entries must be gone before the I/O
@@ -378,7 +445,7 @@ impl Sim {
     /// it is low (inactive_is_low()), then scan `max(inactive >> priority, SWAP_CLUSTER_MAX)`
     /// folios from it in batches of SWAP_CLUSTER_MAX, stopping once `nr_to_reclaim` is met.
     /// Returns pages reclaimed.
-    pub fn shrink_node(&mut self, cpu: CpuId, node: usize, kswapd: bool, priority: u32, nr_to_reclaim: u64) -> u64 {
+    pub fn shrink_node(&mut self, cpu: CpuId, node: usize, kswapd: bool, priority: u32, nr_to_reclaim: u64, tail: &mut ReclaimTail) -> u64 {
         let lists = self.nodes[node].lru.lists;
         let (inactive, active) = (lists[Lru::InactiveFile as usize].len, lists[Lru::ActiveFile as usize].len);
         let gb = ((inactive + active) * 4096) >> 30;
@@ -411,7 +478,7 @@ impl Sim {
                     break;
                 }
                 to_scan = to_scan.saturating_sub(folios.len());
-                reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd));
+                reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
             }
         }
         reclaimed
@@ -443,15 +510,17 @@ impl Sim {
         self.vmstat.count(VmEvent::ALLOCSTALL);
         let n = self.nodes.len();
         let mut reclaimed = 0;
-        for priority in (0..=DEF_PRIORITY).rev() {
+        let mut tail = ReclaimTail::new(self.cpus.len());
+        'scan: for priority in (0..=DEF_PRIORITY).rev() {
             for i in 0..n {
                 let node = (nid.0 as usize + i) % n;
-                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64 - reclaimed.min(SWAP_CLUSTER_MAX as u64));
+                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64 - reclaimed.min(SWAP_CLUSTER_MAX as u64), &mut tail);
                 if reclaimed >= SWAP_CLUSTER_MAX as u64 {
-                    return reclaimed;
+                    break 'scan;
                 }
             }
         }
+        self.finish_reclaim_tail(cpu, &mut tail);
         reclaimed
     }
 
@@ -459,21 +528,30 @@ impl Sim {
     /// below its high watermark; true when it is balanced and kswapd may sleep.
     /// Each step scans at the node's current priority; no progress raises it (towards 0), a
     /// balanced node resets it to DEF_PRIORITY.
+    ///
+    /// The end of the step's last shrink_folio_list() (its flush and the freeing after it) runs
+    /// at the start of kswapd's next step: see [`ReclaimTail`].
     pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> bool {
-        if self.nodes[node].nr_free >= self.nodes[node].wmark.high {
+        let mut tail = self.take_reclaim_tail(cpu);
+        let balanced = if self.nodes[node].nr_free >= self.nodes[node].wmark.high {
             self.nodes[node].kswapd_priority = DEF_PRIORITY;
-            return true;
-        }
-        let prio = self.nodes[node].kswapd_priority;
-        let r = self.shrink_node(cpu, node, true, prio, SWAP_CLUSTER_MAX as u64);
-        if r == 0 {
-            if prio == 0 {
+            true
+        } else {
+            let prio = self.nodes[node].kswapd_priority;
+            let r = self.shrink_node(cpu, node, true, prio, SWAP_CLUSTER_MAX as u64, &mut tail);
+            if r == 0 && prio == 0 {
                 // Nothing reclaimable at the highest priority: give up until woken again.
+                self.finish_reclaim_tail(cpu, &mut tail);
                 self.nodes[node].kswapd_priority = DEF_PRIORITY;
-                return true;
+                true
+            } else {
+                if r == 0 {
+                    self.nodes[node].kswapd_priority = prio - 1;
+                }
+                false
             }
-            self.nodes[node].kswapd_priority = prio - 1;
-        }
-        false
+        };
+        self.defer_reclaim_tail(cpu, tail);
+        balanced
     }
 }

@@ -575,7 +575,10 @@ impl Sim {
         self.charge_sys(cpu, self.p.syscall_ns + self.p.fork_ns);
         // bprm_mm_init(): the new mm and its stack VMA; copy_strings(): get_user_pages_remote()
         // on the new mm for the argument and environment pages (find_extend_vma on a foreign mm).
-        let mm = self.mm_alloc(cpu);
+        let Some(mm) = self.try_mm_alloc(cpu) else {
+            self.workload_errors.push(format!("task {}: exec: out of memory for a new mm", t.0));
+            return StepResult::Exit;
+        };
         if self.do_mmap(cpu, mm, STACK_PAGES, Prot::ReadWrite, false, Backing::Anon, Some(STACK_TOP - STACK_PAGES)).is_err() {
             return StepResult::Exit;
         }
