@@ -48,7 +48,7 @@ fn stale_mm_cpumask_is_found() {
 fn lazy_cpu_without_catch_up_is_found() {
     // A CPU that comes back from lazy mode without the catch-up flush keeps stale entries: a
     // write through one is a lost write, a read a use-after-reuse or stale data.
-    let (_, c) = first_violation(Inject::LazyNoCatchup, 100).expect("found within 100 seeds");
+    let (_, c) = first_violation(Inject::LazyNoCatchup, 200).expect("found within 200 seeds");
     assert!(matches!(c, Class::UseAfterReuse | Class::StaleData | Class::LostWrite), "{c:?}");
 }
 
@@ -110,6 +110,12 @@ fn batched_pending_race(inject: Inject) -> Vec<mmsim::check::Violation> {
     let o = sim.oracle.take().unwrap();
     assert!(o.marks.get("batched flush deferred").copied().unwrap_or(0) > 0, "the pageout deferred no flush: {:?}", o.marks);
     o.violations
+}
+
+#[test]
+fn skip_batched_pending_is_found_by_the_swarm() {
+    let (_, c) = first_violation(Inject::SkipBatchedPending, 100).expect("found within 100 seeds");
+    assert!(matches!(c, Class::StaleData | Class::MissingTrap | Class::LostWrite), "{c:?}");
 }
 
 #[test]
