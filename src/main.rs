@@ -113,6 +113,10 @@ enum Cmd {
         /// Write {"seeds_run", "violations": [{"seed","class","detail"}]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Leave out the structural checkers (rmap, refcounts, buddy, mm_cpumask, TLB
+        /// generations): only the stale-TLB oracle classifies.
+        #[arg(long)]
+        no_structural: bool,
     },
     /// List every scenario knob with its default, unit, description and source.
     Knobs {
@@ -142,7 +146,7 @@ fn main() -> ExitCode {
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
-        Cmd::Check { seeds, seed, inject, json } => mmsim::check::swarm::cli(seeds, seed, inject, json),
+        Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));
             ExitCode::SUCCESS

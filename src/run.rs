@@ -96,6 +96,7 @@ impl Sim {
             slice_end: 0,
             vmacache: Default::default(),
             reclaim_tail: None,
+            numa: Default::default(),
         });
         tid
     }
@@ -204,6 +205,9 @@ impl Sim {
                 break;
             }
             if ev.time > self.p.max_sim_ns {
+                if self.oracle.is_some() {
+                    self.check_structure();
+                }
                 return self.finish(Outcome::TimeLimit, ev.time);
             }
             match ev.kind {
@@ -273,7 +277,14 @@ impl Sim {
         if self.maybe_preempt(cpu) {
             return;
         }
-        if self.finish_task_reclaim_tail(cpu, t) {
+        // Kernel work the task owes before its program goes on: the end of a reclaim, a NUMA
+        // hint fault's migration, a NUMA scan (task_numa_work on the way back to user space).
+        if self.finish_task_reclaim_tail(cpu, t) || self.numa_migrate_step(cpu, t) {
+            self.kick(cpu);
+            return;
+        }
+        if self.numa_scan_due(cpu, t) {
+            self.task_numa_work(cpu, t);
             self.kick(cpu);
             return;
         }
@@ -301,6 +312,8 @@ impl Sim {
             FaultError::Oom => {
                 self.workload_errors.push(format!("{}:{}: task {}: killed by the OOM killer", prog.file, line, t.0));
             }
+            // Workloads that cannot replay an access drop it; the next step runs the work.
+            FaultError::Again => return StepResult::Continue,
         }
         StepResult::Exit
     }
@@ -368,13 +381,17 @@ impl Sim {
                 Op::Touch { region: r, write } => match region(self, &r) {
                     Ok((start, pages)) => {
                         let vpn = start + *cursor;
-                        *cursor += 1;
-                        if *cursor == pages {
-                            *cursor = 0;
-                            *pc += 1;
-                        }
                         match self.access(cpu, mm, vpn, *write, false) {
-                            Ok(()) => Ok(StepResult::Continue),
+                            Ok(()) => {
+                                *cursor += 1;
+                                if *cursor == pages {
+                                    *cursor = 0;
+                                    *pc += 1;
+                                }
+                                Ok(StepResult::Continue)
+                            }
+                            // Retried after the kernel work the fault started (next step).
+                            Err(FaultError::Again) => Ok(StepResult::Continue),
                             Err(e) => return self.fault_kill(t, prog, lineno, e),
                         }
                     }

@@ -46,6 +46,7 @@ pub mod pg {
 /// | mapcount   | PTEs mapping the frame                    | rmap add/remove                        |
 /// | mapping    | anon_vma id (ANON) or file id (FILE)      | fault paths; cleared on free           |
 /// | index      | pgoff (file) or vpn (anon, linear_page_index) | fault paths                        |
+/// | last_cpupid | last NUMA hint fault's (cpu, pid), 0 = unset (`page_cpupid_last`) | do_numa_page, alloc, migration |
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Frame {
     pub flags: u16,
@@ -59,6 +60,8 @@ pub struct Frame {
     pub lru_prev: u32,
     /// Order of a free buddy block (valid on its head, with pg::BUDDY).
     pub order: u8,
+    /// `folio_last_cpupid()` (kernel/sched/numa_balancing.rs encoding; 0 = unset).
+    pub last_cpupid: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -144,6 +147,11 @@ pub struct Mm {
     pub tlb_flush_batched_flushed: u32,
     /// Tasks using this mm (mm_users).
     pub users: u32,
+    /// NUMA balancing scanner state: `numa_next_scan`, `numa_scan_offset` (a vpn),
+    /// `numa_scan_seq` (full passes).
+    pub numa_next_scan: Ns,
+    pub numa_scan_offset: u64,
+    pub numa_scan_seq: u32,
     /// mmap_base for top-down allocation (vpn).
     pub mmap_base: u64,
     /// Named regions of the op language: name → (start vpn, pages).
@@ -247,6 +255,8 @@ pub struct Task {
     /// The end of a reclaim (flush, then free) this task's last step left for its next one
     /// (mm/vmscan.rs `ReclaimTail`).
     pub reclaim_tail: Option<Box<crate::mm::vmscan::ReclaimTail>>,
+    /// NUMA balancing per-task state (kernel/sched/numa_balancing.rs).
+    pub numa: crate::kernel::numa_balancing::TaskNuma,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -341,6 +351,16 @@ pub struct Params {
     pub migrate_batch_flush: bool,
     /// Seed 002: reclaim unmaps with TTU_BATCH_FLUSH (one flush per CPU per batch).
     pub batched_unmap_flush: bool,
+    /// kernel.numa_balancing = 1 (NUMA_BALANCING_NORMAL).
+    pub numa_balancing: bool,
+    pub numa_scan_delay_ns: Ns,
+    pub numa_scan_period_min_ms: u64,
+    pub numa_scan_period_max_ms: u64,
+    pub numa_scan_size_mb: u64,
+    /// Seed 001: do_numa_page() migrates before mapping (5.13+).
+    pub numa_delayed_map: bool,
+    /// set_tlb_ubc_flush_pending() skips inaccessible PTEs (6.4+).
+    pub tlb_ubc_skip_inaccessible: bool,
     pub max_sim_ns: Ns,
 }
 
@@ -394,6 +414,13 @@ impl Params {
             batched_unmap_flush: c.switch("kernel.batched_unmap_flush", (4, 3)),
             migrate_batch_flush: c.switch("kernel.migrate_batch_flush", (6, 3)),
             pt_reclaim: c.switch("kernel.pt_reclaim", (6, 14)),
+            numa_balancing: c.int("kernel.numa_balancing") == 1,
+            numa_scan_delay_ns: c.int("kernel.numa_balancing_scan_delay_ms") as u64 * 1_000_000,
+            numa_scan_period_min_ms: c.int("kernel.numa_balancing_scan_period_min_ms") as u64,
+            numa_scan_period_max_ms: c.int("kernel.numa_balancing_scan_period_max_ms") as u64,
+            numa_scan_size_mb: c.int("kernel.numa_balancing_scan_size_mb") as u64,
+            numa_delayed_map: c.switch("kernel.numa_delayed_map", (5, 13)),
+            tlb_ubc_skip_inaccessible: c.switch("kernel.tlb_ubc_skip_inaccessible", (6, 4)),
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
         }
     }
@@ -443,6 +470,8 @@ pub struct Sim {
     pub oracle: Option<Box<crate::check::Oracle>>,
     /// The fault-injection site switched on (`check.inject`), normally `Inject::None`.
     pub inject: crate::check::Inject,
+    /// `numa-map-before-migrate` only: the (mm, vpn) whose unmap treats the PTE as inaccessible.
+    pub numa_assume_inaccessible: Option<(MmId, u64)>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -553,6 +582,7 @@ impl Sim {
             reclaim_start: None,
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),
+            numa_assume_inaccessible: None,
         };
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.

@@ -33,11 +33,14 @@ pub enum Inject {
     LazyNoCatchup,
     /// flush_tlb_batched_pending() does nothing.
     SkipBatchedPending,
+    /// do_numa_page() makes the PTE accessible before migrating (the pre-5.13 order) while the
+    /// migration's unmap still skips the shootdown, as delayed mapping (5.13+) allows.
+    NumaMapBeforeMigrate,
 }
 
 impl Inject {
     pub const ALL: &'static [Inject] =
-        &[Inject::SkipFlushBeforeFree, Inject::SkipDirtyFlushBeforeWriteback, Inject::StaleMmCpumask, Inject::LazyNoCatchup, Inject::SkipBatchedPending];
+        &[Inject::SkipFlushBeforeFree, Inject::SkipDirtyFlushBeforeWriteback, Inject::StaleMmCpumask, Inject::LazyNoCatchup, Inject::SkipBatchedPending, Inject::NumaMapBeforeMigrate];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -47,6 +50,7 @@ impl Inject {
             Inject::StaleMmCpumask => "stale-mm-cpumask",
             Inject::LazyNoCatchup => "lazy-no-catchup",
             Inject::SkipBatchedPending => "skip-batched-pending",
+            Inject::NumaMapBeforeMigrate => "numa-map-before-migrate",
         }
     }
 
@@ -57,6 +61,12 @@ impl Inject {
         }
         *Inject::ALL.iter().find(|i| i.name() == s).unwrap_or_else(|| panic!("simulator bug: unknown inject site {s}"))
     }
+}
+
+/// The violation `mmsim check` leads with: the oracle's first (its class names the harm), else
+/// the structural checkers' first (the broken invariant).
+pub fn headline(v: &[Violation]) -> Option<&Violation> {
+    v.iter().find(|v| v.class != Class::Structural).or_else(|| v.first())
 }
 
 /// `stale-mm-cpumask`: drop the highest CPU other than `initiator` from the mask.

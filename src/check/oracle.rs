@@ -93,11 +93,13 @@ pub struct Oracle {
     pub marks: BTreeMap<&'static str, u64>,
     /// Stop recording after this many violations (the first one is what matters).
     pub max_violations: usize,
+    /// Whether the structural checkers run (src/check/structural.rs).
+    pub structural: bool,
 }
 
 impl Oracle {
     pub fn new(nframes: usize) -> Oracle {
-        Oracle { frame_gen: vec![0; nframes], ring: vec![VecDeque::new(); nframes], content: vec![(u64::MAX, 0); nframes], max_violations: 4, ..Default::default() }
+        Oracle { frame_gen: vec![0; nframes], ring: vec![VecDeque::new(); nframes], content: vec![(u64::MAX, 0); nframes], max_violations: 4, structural: true, ..Default::default() }
     }
 
     pub fn mark(&mut self, name: &'static str) {

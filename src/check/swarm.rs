@@ -54,6 +54,14 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
         format!("kernel.tlb_single_page_flush_ceiling={}", pick(&mut r, &["1", "33", "33", "512"])),
         format!("check.inject=\"{}\"", inject.name()),
     ];
+    let mut sets = sets;
+    if nodes > 1 && r.below(4) != 0 {
+        // NUMA balancing with the scanner sped up to the swarm's time scale.
+        sets.push("kernel.numa_balancing=1".to_string());
+        sets.push(format!("kernel.numa_balancing_scan_delay_ms={}", 1 + r.below(10)));
+        sets.push(format!("kernel.numa_balancing_scan_period_min_ms={}", 1 + r.below(20)));
+        sets.push(format!("kernel.numa_balancing_scan_size_mb={}", 1 + r.below(4)));
+    }
     let mem_pages = mem_mib * nodes * 256;
     let big = mem_pages + mem_pages / 2 + r.below(mem_pages); // 1.5-2.5x RAM: forces reclaim
     let hot = 16 + r.below(112);
@@ -134,12 +142,18 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
     (sets, threads)
 }
 
-/// Run one seed with the oracle on.
+/// Run one seed with the oracle and the structural checkers on.
 pub fn run_seed(seed: u64, inject: Inject) -> SeedResult {
+    run_seed_with(seed, inject, true)
+}
+
+/// Run one seed with the oracle on, and the structural checkers if `structural`.
+pub fn run_seed_with(seed: u64, inject: Inject, structural: bool) -> SeedResult {
     let (sets, threads) = scenario(seed, inject);
     let cfg = Config::with_threads(&sets, threads).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} is invalid: {e}"));
     let mut sim = Sim::build(&cfg).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} does not build: {e}"));
     sim.enable_oracle();
+    sim.oracle.as_mut().expect("oracle on").structural = structural;
     sim.run(|_| {});
     let mut o = sim.oracle.take().expect("oracle on");
     if !sim.workload_errors.is_empty() {
@@ -168,7 +182,7 @@ pub const EXIT_VIOLATION: u8 = 3;
 
 /// `mmsim check`: run seeds `first..first+seeds` (or the one `--seed`), stop at the first seed
 /// with a violation, print it with its reproducer. Returns the process exit code.
-pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<std::path::PathBuf>) -> std::process::ExitCode {
+pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<std::path::PathBuf>, structural: bool) -> std::process::ExitCode {
     use std::process::ExitCode;
     let inject = match inject.as_deref() {
         None | Some("none") => Inject::None,
@@ -197,7 +211,7 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
     // Seeds run in parallel (rayon), a chunk at a time; results are taken in seed order and the
     // run stops at the first seed with a violation, so the output does not depend on threads.
     'chunks: for chunk in list.chunks(CHUNK) {
-        let results: Vec<SeedResult> = chunk.par_iter().map(|&s| run_seed(s, inject)).collect();
+        let results: Vec<SeedResult> = chunk.par_iter().map(|&s| run_seed_with(s, inject, structural)).collect();
         for r in results {
             out.seeds_run += 1;
             bar.inc(1);
@@ -205,7 +219,10 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
                 *marks.entry(k).or_insert(0) += v;
             }
             if !r.violations.is_empty() || list.len() == 1 {
-                for v in &r.violations {
+                // The oracle's findings first (as the headline), then the structural ones.
+                let mut vs: Vec<&Violation> = r.violations.iter().collect();
+                vs.sort_by_key(|v| v.class == super::Class::Structural);
+                for v in vs {
                     out.violations.push(JsonViolation { seed: r.seed, class: v.class.name(), detail: v.detail.clone() });
                 }
                 let stop = !r.violations.is_empty();
@@ -227,7 +244,7 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
     let inj = if inject == Inject::None { String::new() } else { format!(" --inject {}", inject.name()) };
     match &found {
         Some(r) => {
-            let v = &r.violations[0];
+            let v = super::headline(&r.violations).expect("a violation");
             println!("VIOLATION {} at seed {} (after {} seeds)", v.class.name(), r.seed, out.seeds_run);
             println!("  {}", v.detail);
             println!("  history of the frame (oldest first):");
@@ -235,7 +252,7 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
                 println!("    {h}");
             }
             println!("  scenario: --set {}", r.sets.join(" --set "));
-            println!("  reproduce: mmsim check --seed {}{inj}", r.seed);
+            println!("  reproduce: mmsim check --seed {}{inj}{}", r.seed, if structural { "" } else { " --no-structural" });
         }
         None => {
             println!("{} seeds{inj}: no violation ({:.1} seeds/s)", out.seeds_run, out.seeds_run as f64 / secs.max(1e-9));

@@ -645,7 +645,8 @@ impl Sim {
         let order = HPAGE_ORDERS[h];
         let hvpn = vpn >> order << order;
         let Some(p) = self.hugetlb.mappings.remove(&(mm.0, hvpn)) else { return };
-        self.flush_tlb_mm_range(cpu, mm, hvpn, hvpn + 512, PMD_SHIFT, false);
+        // The whole huge page: a 1 GiB mapping caches 2 MiB entries for any of its 2 MiB parts.
+        self.flush_tlb_mm_range(cpu, mm, hvpn, hvpn + (1 << order), PMD_SHIFT, false);
         let nid = self.hugetlb.folios[&p.0].node as usize;
         let hs = &mut self.hugetlb.hstates[h];
         if hs.nodes[nid].surplus > 0 {

@@ -17,6 +17,9 @@ use crate::types::*;
 pub enum FaultError {
     Segv(Box<String>),
     Oom,
+    /// The fault started work that the task's next step finishes (a NUMA hint fault's
+    /// migration, mm/numa_fault.rs); the access is retried after it.
+    Again,
 }
 
 /// `fault_around_bytes` default (64 KiB): do_read_fault maps up to 16 cached neighbours.
@@ -142,11 +145,8 @@ impl Sim {
             return self.do_swap_page(cpu, mm, &vma, vpn, pte, write);
         }
         if pte.protnone() {
-            // A PROT_NONE PTE in an accessible VMA is a NUMA hint fault (do_numa_page); balancing
-            // is not modelled yet, so restore the PTE as do_numa_page's out_map does.
-            let flags = if vma.flags & vm::WRITE != 0 && !vma.is_cow() { Pte::RW } else { 0 };
-            self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::PRESENT | Pte::ACCESSED | flags, Pte::PROTNONE));
-            return Ok(());
+            // A PROT_NONE PTE in an accessible VMA is a NUMA hint fault (mm/numa_fault.rs).
+            return self.do_numa_page(cpu, mm, &vma, vpn, pte);
         }
         if write && !pte.write() {
             return self.do_wp_page(cpu, mm, &vma, vpn, pte);

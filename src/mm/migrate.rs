@@ -16,7 +16,8 @@
 use crate::mm::pgtable::Pte;
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
-use crate::sim::{pg, Sim};
+use crate::mm::mmap::find_vma_in;
+use crate::sim::{pg, vm, Sim};
 use crate::types::*;
 
 /// NR_MAX_BATCHED_MIGRATION = HPAGE_PMD_NR.
@@ -38,7 +39,10 @@ impl Sim {
         });
         folios.dedup();
         self.lru_add_drain(cpu);
-        let (mut ok, mut failed) = (0, 0);
+        let n = folios.len();
+        folios.retain(|&p| self.folio_isolate_lru(p));
+        let (mut ok, mut failed) = (0, (n - folios.len()) as u64);
+        self.vmstat.add(VmEvent::PGMIGRATE_FAIL, failed);
         for chunk in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
             let (o, f) = self.migrate_pages_batch(cpu, chunk, target);
             ok += o;
@@ -47,22 +51,68 @@ impl Sim {
         (ok, failed)
     }
 
-    /// `migrate_pages_batch()` for up to NR_MAX_BATCHED_MIGRATION folios.
+    /// `migrate_misplaced_folio_prepare()`: may this folio, mapped in `vma`, move to `target`
+    /// for NUMA balancing? Isolates it from the LRU if so. Refused: a shared executable file
+    /// folio (a library), a dirty file folio (MIGRATE_ASYNC cannot write it back), a target node
+    /// without room above its high watermark (`migrate_balanced_pgdat()`), a folio not on the
+    /// LRU (e.g. still in a per-CPU lru_add batch, or already isolated by another fault).
+    pub fn migrate_misplaced_folio_prepare(&mut self, vma: &crate::sim::Vma, pfn: Pfn, target: NodeId) -> bool {
+        let f = *self.frame(pfn);
+        let file = f.flags & pg::FILE != 0;
+        if file && f.mapcount > 1 && vma.flags & crate::sim::vm::EXEC != 0 {
+            return false;
+        }
+        if file && f.flags & pg::DIRTY != 0 {
+            return false;
+        }
+        let n = &self.nodes[target.0 as usize];
+        if n.nr_free <= n.wmark.high + 1 {
+            return false;
+        }
+        if !self.folio_isolate_lru(pfn) {
+            return false;
+        }
+        // The isolation holds a reference (folio_isolate_lru() does folio_get()): the folio
+        // stays alive while the migration is in flight, even if it is unmapped meanwhile.
+        self.get_page(pfn);
+        true
+    }
+
+    /// `migrate_misplaced_folio()`: `migrate_pages(MIGRATE_ASYNC, MR_NUMA_MISPLACED)` of one
+    /// isolated folio; counts `numa_pages_migrated`. True if it moved.
+    pub fn migrate_misplaced_folio(&mut self, cpu: CpuId, pfn: Pfn, target: NodeId) -> bool {
+        let (ok, _) = self.migrate_pages_batch(cpu, &[pfn], target);
+        if ok == 1 {
+            // The source frame, with the isolation's reference, is gone.
+            self.vmstat.count(VmEvent::NUMA_PAGES_MIGRATED);
+        } else {
+            // Put back on the LRU by migrate_pages_batch(); drop the isolation's reference.
+            self.put_page(pfn);
+        }
+        ok == 1
+    }
+
+    /// `migrate_pages_batch()` for up to NR_MAX_BATCHED_MIGRATION folios, all isolated from the
+    /// LRU by the caller. Returns (migrated, failed); a failed folio goes back to the LRU.
     fn migrate_pages_batch(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId) -> (u64, u64) {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
-        // Phase 1, migrate_folio_unmap(): isolate, allocate the destination, unmap.
+        // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
         let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
-            if !self.folio_isolate_lru(src) {
-                failed += 1;
-                continue;
-            }
-            let Some(dst) = self.alloc_pages_node_nocheck(target, 0).filter(|d| self.pfn_node(*d) == target) else {
-                self.lru_add(src);
-                failed += 1;
-                continue;
+            let dst = match self.alloc_pages_node_nocheck(target, 0) {
+                Some(d) if self.pfn_node(d) == target => d,
+                other => {
+                    // __GFP_THISNODE: a page that fell back to another node is no destination;
+                    // give it back rather than leak it (found by the structural checkers).
+                    if let Some(d) = other {
+                        self.put_page(d);
+                    }
+                    self.lru_add(src);
+                    failed += 1;
+                    continue;
+                }
             };
             let b = if batched { Some(&mut batch) } else { None };
             let ptes = self.try_to_migrate(cpu, src, b);
@@ -91,9 +141,13 @@ impl Sim {
                 self.frame_mut(src).flags &= !pg::FILE;
             }
             let n = ptes.len() as u32;
+            self.frame_mut(dst).last_cpupid = s.last_cpupid; // folio_migrate_flags()
             for (mm, vpn, old) in ptes {
-                // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame.
-                self.mm_mut(mm).pgtable.set(vpn, Pte::new(dst, old.flags()));
+                // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A
+                // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.
+                let accessible_vma = find_vma_in(self.mm(mm), vpn).is_some_and(|v| v.start <= vpn && v.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0);
+                let flags = if old.protnone() && accessible_vma { old.with(Pte::PRESENT, Pte::PROTNONE).flags() } else { old.flags() };
+                self.mm_mut(mm).pgtable.set(vpn, Pte::new(dst, flags));
             }
             {
                 // References move to the new frame: one per mapping, plus the page cache's.

@@ -67,6 +67,10 @@ impl Sim {
             tlb_flush_batched_pending: 0,
             tlb_flush_batched_flushed: 0,
             users: 0,
+            // init_numa_balancing(): the first scan waits scan_delay.
+            numa_next_scan: self.now(cpu) + self.p.numa_scan_delay_ns,
+            numa_scan_offset: 0,
+            numa_scan_seq: 0,
             mmap_base: MMAP_BASE,
             regions: Default::default(),
             rss_anon: 0,

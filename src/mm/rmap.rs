@@ -67,7 +67,12 @@ impl Sim {
         let defer = self.should_defer_flush(cpu, mm, batch.is_some());
         let old = self.mm(mm).pgtable.get(vpn);
         self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
+        // pte_accessible(): present, or PROT_NONE while mm->tlb_flush_pending (a change_protection
+        // whose flush is in flight: never the case between this model's atomic steps).
+        let accessible = old.present() && self.numa_assume_inaccessible != Some((mm, vpn));
         match batch {
+            // set_tlb_ubc_flush_pending() returns at once for an inaccessible PTE (6.4+).
+            Some(_) if defer && !accessible && self.p.tlb_ubc_skip_inaccessible => self.mark("inaccessible pte: no flush"),
             Some(b) if defer => {
                 // set_tlb_ubc_flush_pending(): arch_tlbbatch_add_pending() ORs mm_cpumask into
                 // the batch and bumps the mm's tlb_gen.
@@ -85,8 +90,9 @@ impl Sim {
                     b.writable = true;
                 }
             }
-            // ptep_clear_flush().
-            _ => self.flush_tlb_page(cpu, mm, vpn),
+            // ptep_clear_flush(): flushes only an accessible PTE.
+            _ if accessible => self.flush_tlb_page(cpu, mm, vpn),
+            _ => self.mark("inaccessible pte: no flush"),
         }
         let pfn = old.pfn();
         if old.dirty() && self.frame(pfn).flags & pg::ANON == 0 {

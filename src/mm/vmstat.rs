@@ -54,6 +54,12 @@ vm_events! {
     // Migration.
     PGMIGRATE_SUCCESS => "pgmigrate_success",
     PGMIGRATE_FAIL => "pgmigrate_fail",
+    // NUMA balancing (CONFIG_NUMA_BALANCING).
+    NUMA_PTE_UPDATES => "numa_pte_updates",
+    NUMA_HUGE_PTE_UPDATES => "numa_huge_pte_updates",
+    NUMA_HINT_FAULTS => "numa_hint_faults",
+    NUMA_HINT_FAULTS_LOCAL => "numa_hint_faults_local",
+    NUMA_PAGES_MIGRATED => "numa_pages_migrated",
     // Add further counters at the end, each with its kernel name.
 }
 
