@@ -1,0 +1,89 @@
+//! NUMA balancing (mechanisms.md §2): the scanner, hint faults, migration towards the faulting
+//! node, and seed 001's delayed mapping. Runs scenarios/numa-hint-faults.toml: thread 0 on
+//! node 0 fills a buffer that a thread on node 1 then uses, while two more threads of the
+//! process run on node 1.
+
+use mmsim::mm::vmstat::VmEvent;
+use mmsim::sim::Sim;
+
+fn run(sets: &[&str], oracle: bool) -> Sim {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let cfg = mmsim::config::load(std::path::Path::new("scenarios/numa-hint-faults.toml"), &sets).expect("the shipped scenario loads");
+    let mut sim = Sim::build(&cfg).expect("builds");
+    if oracle {
+        sim.enable_oracle();
+    }
+    sim.run(|_| {});
+    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
+    sim
+}
+
+fn irqs(sim: &Sim) -> u64 {
+    sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum()
+}
+
+/// Pages of thread 0's buffer on each node.
+fn buf_nodes(sim: &Sim) -> [u64; 2] {
+    let mm = sim.tasks.iter().find_map(|t| t.mm).expect("a user task");
+    let (start, pages) = sim.mm(mm).regions["buf"];
+    let mut n = [0; 2];
+    sim.mm(mm).pgtable.for_each_mapped(start, start + pages, |_, p| {
+        if p.mapped() {
+            n[sim.pfn_node(p.pfn()).0 as usize] += 1;
+        }
+    });
+    n
+}
+
+#[test]
+fn off_means_no_scan_and_no_hint_fault() {
+    let sim = run(&["kernel.numa_balancing=0"], false);
+    for e in [VmEvent::NUMA_PTE_UPDATES, VmEvent::NUMA_HINT_FAULTS, VmEvent::NUMA_PAGES_MIGRATED] {
+        assert_eq!(sim.vmstat.get(e), 0, "{e:?}");
+    }
+    assert_eq!(buf_nodes(&sim), [2048, 0]);
+}
+
+#[test]
+fn hint_faults_move_the_buffer_to_the_node_that_uses_it() {
+    let sim = run(&[], false);
+    let v = |e| sim.vmstat.get(e);
+    assert!(v(VmEvent::NUMA_PTE_UPDATES) >= 2048, "the scanner hinted every page: {}", v(VmEvent::NUMA_PTE_UPDATES));
+    assert!(v(VmEvent::NUMA_HINT_FAULTS) >= v(VmEvent::NUMA_PAGES_MIGRATED));
+    assert!(v(VmEvent::NUMA_HINT_FAULTS_LOCAL) < v(VmEvent::NUMA_HINT_FAULTS));
+    assert_eq!(v(VmEvent::NUMA_PAGES_MIGRATED), v(VmEvent::PGMIGRATE_SUCCESS));
+    let [n0, n1] = buf_nodes(&sim);
+    assert!(n1 > 3 * n0, "most of the buffer moved to node 1: {n0} / {n1}");
+}
+
+#[test]
+fn delayed_mapping_migrates_without_shootdowns() {
+    // Seed 001: the same migrations, but the unmap of a PROT_NONE PTE needs no shootdown.
+    let on = run(&["kernel.numa_delayed_map=on"], false);
+    let off = run(&["kernel.numa_delayed_map=off"], false);
+    let migrated = |s: &Sim| s.vmstat.get(VmEvent::NUMA_PAGES_MIGRATED);
+    assert!(migrated(&on) > 1000 && migrated(&off) > 1000);
+    assert!(irqs(&on) + migrated(&on) / 2 < irqs(&off), "delayed {} vs restore-first {} IRQs", irqs(&on), irqs(&off));
+    // Nearly all of the restore-first order's IRQs are the migrations' shootdowns.
+    assert!(irqs(&on) * 100 < irqs(&off), "delayed {} vs restore-first {} IRQs", irqs(&on), irqs(&off));
+}
+
+#[test]
+fn batched_migration_adds_inaccessible_ptes_to_the_batch_before_6_4() {
+    // 6.3 batched migration's unmap without commit 4d4b6d66db adds every PROT_NONE PTE's CPUs to
+    // the flush batch; 6.4 skips them.
+    let v63 = run(&["kernel.preset=\"linux-6.3\""], false);
+    let v64 = run(&["kernel.preset=\"linux-6.4\""], false);
+    assert!(irqs(&v64) < irqs(&v63), "6.4 {} vs 6.3 {}", irqs(&v64), irqs(&v63));
+}
+
+#[test]
+fn the_oracle_finds_numa_balancing_safe_in_both_orders() {
+    for m in ["on", "off"] {
+        let mut sim = run(&[&format!("kernel.numa_delayed_map={m}")], true);
+        let o = sim.oracle.take().unwrap();
+        assert!(o.violations.is_empty(), "numa_delayed_map={m}: {:?}", o.violations);
+        assert!(o.marks.get("numa hint fault").copied().unwrap_or(0) > 1000);
+    }
+}
+
