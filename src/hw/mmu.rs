@@ -34,6 +34,16 @@ impl Sim {
         self.access_slow(cpu, mm, vpn, write, instr)
     }
 
+    /// [`Sim::access`] for workloads that cannot replay an access: a fault that started kernel
+    /// work for the task's next step (`FaultError::Again`, a NUMA hint fault's migration) drops
+    /// the access instead.
+    pub fn access_or_drop(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        match self.access(cpu, mm, vpn, write, instr) {
+            Err(FaultError::Again) => Ok(()),
+            r => r,
+        }
+    }
+
     /// Everything but an L1 hit: STLB, dirty-bit re-walk, page walk, fault.
     #[inline(never)]
     fn access_slow(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {

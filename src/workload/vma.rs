@@ -525,22 +525,22 @@ impl Sim {
         };
         let md = st.mods[m];
         let hot = (md.text.1 * spec.text_hot_pct / 100).max(1);
-        self.access(cpu, mm, md.text.0 + st.prng.below(hot), false, true)?;
+        self.access_or_drop(cpu, mm, md.text.0 + st.prng.below(hot), false, true)?;
         if startup {
             // Relocation: ld.so writes the GOT in each library's data segment.
             let target = st.mods[(st.done as usize) % nmods];
             if target.data.1 > 0 {
-                self.access(cpu, mm, target.data.0 + st.prng.below(target.data.1), true, false)?;
+                self.access_or_drop(cpu, mm, target.data.0 + st.prng.below(target.data.1), true, false)?;
             }
         }
         if md.ro.1 > 0 && st.prng.below(2) == 0 {
-            self.access(cpu, mm, md.ro.0 + st.prng.below(md.ro.1), false, false)?;
+            self.access_or_drop(cpu, mm, md.ro.0 + st.prng.below(md.ro.1), false, false)?;
         }
         if md.data.1 > 0 && st.prng.below(10) == 0 {
-            self.access(cpu, mm, md.data.0 + st.prng.below(md.data.1), true, false)?;
+            self.access_or_drop(cpu, mm, md.data.0 + st.prng.below(md.data.1), true, false)?;
         }
         if md.bss.1 > 0 && st.prng.below(10) == 0 {
-            self.access(cpu, mm, md.bss.0 + st.prng.below(md.bss.1), true, false)?;
+            self.access_or_drop(cpu, mm, md.bss.0 + st.prng.below(md.bss.1), true, false)?;
         }
         if spec.heap_bytes_per_op > 0 {
             st.heap_used += spec.heap_bytes_per_op;
@@ -549,17 +549,17 @@ impl Sim {
                 let want = st.start_brk + pages + TOP_PAD_PAGES;
                 st.brk = self.sys_brk(cpu, mm, st.start_brk, st.brk, want);
             }
-            self.access(cpu, mm, st.start_brk + pages - 1, true, false)?;
-            self.access(cpu, mm, st.start_brk + st.prng.below(pages), false, false)?;
+            self.access_or_drop(cpu, mm, st.start_brk + pages - 1, true, false)?;
+            self.access_or_drop(cpu, mm, st.start_brk + st.prng.below(pages), false, false)?;
         }
         if st.stack.1 > 0 {
             let depth = st.prng.below(spec.stack_pages.clamp(1, st.stack.1));
-            self.access(cpu, mm, st.stack.0 + st.stack.1 - 1 - depth, true, false)?;
+            self.access_or_drop(cpu, mm, st.stack.0 + st.stack.1 - 1 - depth, true, false)?;
         }
         if let Some((s, n)) = st.shared {
             for _ in 0..spec.shared_per_op {
                 let write = st.prng.below(10) < 3;
-                self.access(cpu, mm, s + st.prng.below(n), write, false)?;
+                self.access_or_drop(cpu, mm, s + st.prng.below(n), write, false)?;
             }
         }
         Ok(())
@@ -622,7 +622,7 @@ impl Sim {
                 self.do_munmap(cpu, mm, start + m.chunk_pages, 1);
             }
             for p in 0..m.chunk_pages {
-                self.access(cpu, mm, start + p, true, false).map_err(|e| format!("{e:?}"))?;
+                self.access_or_drop(cpu, mm, start + p, true, false).map_err(|e| format!("{e:?}"))?;
             }
             if m.prevent_merge == "permissions" && i % 2 == 1 {
                 self.charge_sys(cpu, self.p.syscall_ns);
@@ -706,8 +706,8 @@ impl Sim {
             return Ok(StepResult::Continue);
         };
         if p.next < p.pages {
-            self.access(cpu, mm, p.src + p.next, false, false).map_err(fault)?;
-            self.access(cpu, mm, p.copy + p.next, true, false).map_err(fault)?;
+            self.access_or_drop(cpu, mm, p.src + p.next, false, false).map_err(fault)?;
+            self.access_or_drop(cpu, mm, p.copy + p.next, true, false).map_err(fault)?;
             p.next += 1;
             e.pending = Some(p);
             return Ok(StepResult::Continue);
@@ -716,7 +716,7 @@ impl Sim {
         let records = p.pages * PAGE_SIZE / 8;
         let probes = 64 - records.leading_zeros() as u64;
         for _ in 0..probes {
-            self.access(cpu, mm, p.copy + e.prng.below(p.pages), false, false).map_err(fault)?;
+            self.access_or_drop(cpu, mm, p.copy + e.prng.below(p.pages), false, false).map_err(fault)?;
         }
         e.pending = None;
         self.ebizzy_free(cpu, mm, e, p.copy, p.pages, p.mmapped);
