@@ -81,6 +81,12 @@ impl Sim {
     /// `migrate_misplaced_folio()`: `migrate_pages(MIGRATE_ASYNC, MR_NUMA_MISPLACED)` of one
     /// isolated folio; counts `numa_pages_migrated`. True if it moved.
     pub fn migrate_misplaced_folio(&mut self, cpu: CpuId, pfn: Pfn, target: NodeId) -> bool {
+        if self.frame(pfn).refcount == 1 {
+            // migrate_folio_unmap(): only the isolation's reference is left, the folio was freed
+            // from under us (unmapped meanwhile): done, nothing to move.
+            self.put_page(pfn);
+            return false;
+        }
         let (ok, _) = self.migrate_pages_batch(cpu, &[pfn], target);
         if ok == 1 {
             // The source frame, with the isolation's reference, is gone.
