@@ -112,6 +112,10 @@ impl Vma {
     pub fn shared(&self) -> bool {
         self.flags & vm::SHARED != 0
     }
+    /// `vma_is_accessible()`: readable, writable or executable (not PROT_NONE).
+    pub fn is_accessible(&self) -> bool {
+        self.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0
+    }
     /// `is_cow_mapping()`: private and may be written.
     pub fn is_cow(&self) -> bool {
         self.flags & vm::SHARED == 0 && self.flags & vm::WRITE != 0

@@ -101,14 +101,17 @@ impl Sim {
     /// The logical page whose data `vpn` shows: a shared file page is (file, pgoff), anything
     /// private is (mm, vpn).
     fn logical_key(&self, mm: MmId, vpn: u64) -> u64 {
-        if let Some(v) = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn) {
-            if let Backing::File { file, pgoff } = v.backing {
-                if v.shared() {
-                    return 1 << 63 | (file.0 as u64) << 36 | (pgoff + vpn - v.start);
-                }
-            }
-        }
-        (mm.0 as u64) << 40 | vpn
+        self.logical_key_and_vma_flags(mm, vpn).0
+    }
+
+    /// [`Sim::logical_key`] and the flags of the VMA at `vpn` (None: unmapped), from one lookup.
+    fn logical_key_and_vma_flags(&self, mm: MmId, vpn: u64) -> (u64, Option<u32>) {
+        let vma = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn);
+        let key = match vma.map(|v| (v, v.backing)) {
+            Some((v, Backing::File { file, pgoff })) if v.shared() => 1 << 63 | (file.0 as u64) << 36 | (pgoff + vpn - v.start),
+            _ => (mm.0 as u64) << 40 | vpn,
+        };
+        (key, vma.map(|v| v.flags))
     }
 
     /// After a page walk filled a translation (and, for a write, set the PTE dirty).
@@ -157,8 +160,7 @@ impl Sim {
             return;
         }
         // The entry is stale: its PTE is gone or maps another frame.
-        let cur_key = self.logical_key(mm, vpn);
-        let vma_flags = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn).map(|v| v.flags);
+        let (cur_key, vma_flags) = self.logical_key_and_vma_flags(mm, vpn);
         let allowed_now = vma_flags.is_some_and(|f| f & if write { vm::WRITE } else { vm::READ } != 0);
         let o = self.oracle.as_mut().expect("oracle on");
         let frame_gen = o.frame_gen(e.pfn);

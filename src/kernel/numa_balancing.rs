@@ -134,7 +134,7 @@ impl Sim {
             // cache-replicated), are not hinted. (HugeTLB and VM_MIXEDMAP mappings are not in
             // the VMA tree of this model.)
             let ro_file = matches!(v.backing, Backing::File { .. }) && v.flags & (vm::READ | vm::WRITE) == vm::READ;
-            if v.flags & (vm::READ | vm::WRITE | vm::EXEC) == 0 || ro_file {
+            if !v.is_accessible() || ro_file {
                 continue;
             }
             let target_node = (single_threaded && !v.shared()).then_some(this_node);
@@ -170,7 +170,7 @@ impl Sim {
     }
 
     /// `task_numa_fault()`: account a hint fault of `pages` on memory node `mem_node`.
-    pub fn task_numa_fault(&mut self, cpu: CpuId, t: Tid, last_cpupid: u32, mem_node: u32, pages: u64, flags: u32) {
+    pub fn task_numa_fault(&mut self, t: Tid, last_cpupid: u32, mem_node: u32, pages: u64, flags: u32) {
         let nodes = self.nodes.len();
         // First accesses are private; otherwise private if the same task faulted last.
         let private = last_cpupid == 0 || cpupid_match_pid(last_cpupid, t);
@@ -185,7 +185,6 @@ impl Sim {
         }
         n.faults_buf[mem_node as usize][private as usize] += pages;
         n.faults_locality[(flags & TNF_FAULT_LOCAL != 0) as usize] += pages;
-        let _ = cpu;
     }
 
     /// `task_numa_placement()`: once per scan pass, decay the fault statistics, pick the

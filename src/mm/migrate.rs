@@ -17,7 +17,7 @@ use crate::mm::pgtable::Pte;
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
 use crate::mm::mmap::find_vma_in;
-use crate::sim::{pg, vm, Sim};
+use crate::sim::{pg, Sim};
 use crate::types::*;
 
 /// NR_MAX_BATCHED_MIGRATION = HPAGE_PMD_NR.
@@ -151,7 +151,7 @@ impl Sim {
             for (mm, vpn, old) in ptes {
                 // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A
                 // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.
-                let accessible_vma = find_vma_in(self.mm(mm), vpn).is_some_and(|v| v.start <= vpn && v.flags & (vm::READ | vm::WRITE | vm::EXEC) != 0);
+                let accessible_vma = find_vma_in(self.mm(mm), vpn).is_some_and(|v| v.start <= vpn && v.is_accessible());
                 let flags = if old.protnone() && accessible_vma { old.with(Pte::PRESENT, Pte::PROTNONE).flags() } else { old.flags() };
                 self.mm_mut(mm).pgtable.set(vpn, Pte::new(dst, flags));
             }

@@ -59,14 +59,14 @@ impl Sim {
         let target = self.mpol_misplaced(cpu, t, pfn);
         let Some(target) = target else {
             self.numa_rebuild_mapping(mm, vpn, pte, writable);
-            self.task_numa_fault(cpu, t, last_cpupid, nid, 1, flags);
+            self.task_numa_fault(t, last_cpupid, nid, 1, flags);
             return Ok(());
         };
         // migrate_misplaced_folio_prepare(): isolate under the PTE lock (6.10+; the older
         // numamigrate_isolate_folio() did the same a little later).
         if !self.migrate_misplaced_folio_prepare(vma, pfn, NodeId(target)) {
             self.numa_rebuild_mapping(mm, vpn, pte, writable);
-            self.task_numa_fault(cpu, t, last_cpupid, nid, 1, flags | TNF_MIGRATE_FAIL);
+            self.task_numa_fault(t, last_cpupid, nid, 1, flags | TNF_MIGRATE_FAIL);
             return Ok(());
         }
         if !self.p.numa_delayed_map || self.inject == Inject::NumaMapBeforeMigrate {
@@ -100,7 +100,7 @@ impl Sim {
             }
         }
         if self.task(t).mm == Some(w.mm) {
-            self.task_numa_fault(cpu, t, w.last_cpupid, nid, 1, flags);
+            self.task_numa_fault(t, w.last_cpupid, nid, 1, flags);
         }
         true
     }
