@@ -32,7 +32,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and print /proc/interrupts, /proc/vmstat, /proc/meminfo and perf-stat output.
-    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts")]
+    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts\n  mmsim run scenarios/munmap-storm.toml --only lock_stat\n  mmsim run scenarios/munmap-storm.toml --only profile")]
     Run {
         /// Scenario file (TOML; see README "Writing a scenario" and `mmsim knobs`).
         scenario: PathBuf,
@@ -42,7 +42,7 @@ enum Cmd {
         /// Also write the results as JSON to this file (written atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Print only one section: interrupts, vmstat, meminfo, perf or summary.
+        /// Print only one section: interrupts, vmstat, meminfo, perf, lock_stat, profile or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
     },
@@ -163,8 +163,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         }
     };
     if let Some(o) = &only {
-        if !["interrupts", "vmstat", "meminfo", "perf", "summary"].contains(&o.as_str()) {
-            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf or summary");
+        if !["interrupts", "vmstat", "meminfo", "perf", "lock_stat", "profile", "summary"].contains(&o.as_str()) {
+            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf, lock_stat, profile or summary");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -189,6 +189,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Some("vmstat") => report.proc_vmstat(),
         Some("meminfo") => report.proc_meminfo(),
         Some("perf") => report.perf_stat(),
+        Some("lock_stat") => report.proc_lock_stat(),
+        Some("profile") => report.profile_report(),
         _ => report.human(),
     };
     print!("{text}");

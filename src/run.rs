@@ -72,6 +72,8 @@ impl Sim {
             c.stats = Default::default();
         }
         self.vmstat = Default::default();
+        self.prof = crate::kernel::profile::Profile::new(self.cpus.len());
+        self.locks.reset();
         mm
     }
 
@@ -222,6 +224,8 @@ impl Sim {
                     self.cpus[ci].scheduled = false;
                     let horizon = self.events.peek_time().unwrap_or(Ns::MAX);
                     self.running_cpu = Some(cpu);
+                    // No lock request from now on comes before this (kernel/locking.rs prunes).
+                    self.locks.floor = self.locks.floor.max(ev.time.min(self.cpus[ci].clock));
                     loop {
                         self.step_cpu(cpu, horizon);
                         steps += 1;
@@ -274,6 +278,7 @@ impl Sim {
     fn step_cpu(&mut self, cpu: CpuId, horizon: Ns) {
         let ci = cpu.0 as usize;
         let Some(t) = self.cpus[ci].current else { return };
+        self.prof.reset_stack(cpu);
         if self.maybe_preempt(cpu) {
             return;
         }

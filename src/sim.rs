@@ -366,6 +366,14 @@ pub struct Params {
     /// set_tlb_ubc_flush_pending() skips inaccessible PTEs (6.4+).
     pub tlb_ubc_skip_inaccessible: bool,
     pub max_sim_ns: Ns,
+    /// kernel/locking: cache-line hand-off of a lock (and the data under it) between CPUs.
+    pub lock_handoff_ns: f64,
+    pub lock_handoff_cross_socket_ns: f64,
+    /// Reclaim throttling (too_many_isolated): 4.2's congestion_wait(HZ/10) or, from 5.16,
+    /// reclaim_throttle(VMSCAN_THROTTLE_ISOLATED)'s HZ/50 timeout.
+    pub isolated_throttle_ns: Ns,
+    /// Faults take mmap_lock for read (before 6.4's per-VMA locks).
+    pub fault_mmap_lock: bool,
 }
 
 impl Params {
@@ -426,6 +434,10 @@ impl Params {
             numa_delayed_map: c.switch("kernel.numa_delayed_map", (5, 13)),
             tlb_ubc_skip_inaccessible: c.switch("kernel.tlb_ubc_skip_inaccessible", (6, 4)),
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
+            lock_handoff_ns: c.float("cost.lock_handoff_ns"),
+            lock_handoff_cross_socket_ns: c.float("cost.lock_handoff_cross_socket_ns"),
+            isolated_throttle_ns: if crate::config::presets::version(&preset) >= (5, 16) { 1_000_000_000 / 50 } else { 1_000_000_000 / 10 },
+            fault_mmap_lock: crate::config::presets::version(&preset) < (6, 4),
         }
     }
 }
@@ -476,6 +488,10 @@ pub struct Sim {
     pub inject: crate::check::Inject,
     /// `numa-map-before-migrate` only: the (mm, vpn) whose unmap treats the PTE as inaccessible.
     pub numa_assume_inaccessible: Option<(MmId, u64)>,
+    /// kernel/locking.rs: lock calendars, irq-off sections, lock_stat.
+    pub locks: crate::kernel::locking::Locks,
+    /// kernel/profile.rs: time by kernel function.
+    pub prof: crate::kernel::profile::Profile,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -587,7 +603,15 @@ impl Sim {
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),
             numa_assume_inaccessible: None,
+            locks: crate::kernel::locking::Locks::new(Vec::new(), false, 0.0, 0.0),
+            prof: crate::kernel::profile::Profile::new(ncpus),
         };
+        sim.locks = crate::kernel::locking::Locks::new(
+            sim.cpus.iter().map(|c| c.socket).collect(),
+            cfg.bool("kernel.lock_model"),
+            sim.p.lock_handoff_ns,
+            sim.p.lock_handoff_cross_socket_ns,
+        );
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.
         let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");
@@ -626,6 +650,7 @@ impl Sim {
         let c = &mut self.cpus[cpu.0 as usize];
         c.clock += ns;
         c.stats.sys_ns += ns;
+        self.prof.charge(cpu, ns);
     }
 
     #[inline]

@@ -133,7 +133,9 @@ fn batched_pending_race(inject: Inject) -> Vec<mmsim::check::Violation> {
 
 #[test]
 fn skip_batched_pending_is_found_by_the_swarm() {
-    site_is_found(Inject::SkipBatchedPending, 300, &[Class::StaleData, Class::MissingTrap, Class::LostWrite]);
+    // Found at seed 380 since the lock model (kernel.lock_model) moved the timing of the race
+    // window (153 before it); the budget leaves room for the next timing change.
+    site_is_found(Inject::SkipBatchedPending, 600, &[Class::StaleData, Class::MissingTrap, Class::LostWrite]);
 }
 
 #[test]

@@ -1,4 +1,6 @@
-//! kernel/: processes and scheduling.
+//! kernel/: processes and scheduling, locking, and time accounting by kernel function.
 pub mod fork;
 pub mod sched;
 pub mod numa_balancing;
+pub mod locking;
+pub mod profile;

@@ -4,6 +4,8 @@
 //! sized when created by a workload (`mmap ... file NAME`), with contents that never change unless
 //! written through a mapping.
 
+use crate::kernel::locking::{LockId, Mode};
+use crate::kernel::profile::KFn;
 use crate::mm::memory::FaultError;
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, File, Sim};
@@ -35,6 +37,13 @@ impl Sim {
     /// `filemap_fault()`: the page-cache frame for `pgoff`, read from the device on a miss
     /// (a major fault). The page cache holds one reference.
     pub fn filemap_fault(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Result<Pfn, FaultError> {
+        self.kfn_enter(cpu, KFn::FilemapFault);
+        let r = self.filemap_fault_body(cpu, file, pgoff);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn filemap_fault_body(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Result<Pfn, FaultError> {
         if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
             return Ok(pfn);
         }
@@ -49,12 +58,19 @@ impl Sim {
             pages.resize(pgoff as usize + 1, None);
         }
         pages[pgoff as usize] = Some(pfn);
+        // filemap_add_folio(): the xarray store under i_pages (xa_lock_irq).
+        let work = self.miss_ns(cpu, node);
+        self.lock_section(cpu, LockId::IPages(file.0), Mode::Exclusive, work);
+        self.charge_sys(cpu, work);
         // filemap_add_folio() → folio_add_lru(): via this CPU's lru_add batch.
         self.folio_add_lru(cpu, pfn);
         if self.files[file.0 as usize].sparse {
             // A hole reads as zeroes: no I/O, just a cleared page.
             let clear = self.page_op_ns(cpu, pfn, false);
-            self.charge_sys(cpu, self.p.page_alloc_ns + clear);
+            self.charge_sys(cpu, self.p.page_alloc_ns);
+            self.kfn_enter(cpu, KFn::ClearPage);
+            self.charge_sys(cpu, clear);
+            self.kfn_exit(cpu);
         } else {
             self.vmstat.count(VmEvent::PGMAJFAULT);
             self.vmstat.count(VmEvent::PGPGIN);
@@ -65,9 +81,17 @@ impl Sim {
 
     /// `__remove_mapping()`: drop a clean, unmapped page from the page cache. The page cache's
     /// reference passes to the caller, who frees the frame.
-    pub fn remove_from_page_cache(&mut self, pfn: Pfn) {
+    ///
+    /// Under the mapping's i_pages lock with interrupts off (xa_lock_irq; 4.2's tree_lock with
+    /// spin_lock_irqsave): one xarray slot store, one dependent cache miss.
+    pub fn remove_from_page_cache(&mut self, cpu: CpuId, pfn: Pfn) {
         let f = *self.frame(pfn);
         debug_assert!(f.flags & pg::FILE != 0 && f.mapcount == 0);
+        self.kfn_enter(cpu, KFn::RemoveMapping);
+        let work = self.miss_ns(cpu, self.pfn_node(pfn));
+        self.lock_section(cpu, LockId::IPages(f.mapping), Mode::Exclusive, work);
+        self.charge_sys(cpu, work);
+        self.kfn_exit(cpu);
         self.files[f.mapping as usize].pages[f.index as usize] = None;
         self.frame_mut(pfn).flags &= !pg::FILE;
     }

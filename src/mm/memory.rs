@@ -8,6 +8,8 @@
 
 use crate::mm::mmu_gather::MmuGather;
 use crate::mm::pgtable::Pte;
+use crate::kernel::locking::{LockId, Mode};
+use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, vm, Backing, Sim, Vma};
 use crate::types::*;
@@ -122,7 +124,23 @@ impl Sim {
     }
 
     /// `handle_mm_fault()` for a user access at `vpn`.
+    ///
+    /// Locks: mmap_lock for read across the whole fault before 6.4 (from 6.4 the per-VMA lock,
+    /// not modelled: it contends only with a writer of the same VMA), and the PTE table's lock
+    /// while the new PTE is installed.
     pub fn handle_mm_fault(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        self.kfn_enter(cpu, KFn::HandleMmFault);
+        let mmap_lock = if self.p.fault_mmap_lock { self.mmap_lock(cpu, mm, Mode::Shared) } else { None };
+        let r = self.handle_mm_fault_locked(cpu, mm, vpn, write, instr);
+        if r.is_ok() {
+            self.lock_section(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive, self.p.pte_update_ns);
+        }
+        self.lock_release(mmap_lock);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn handle_mm_fault_locked(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
         self.vmstat.count(VmEvent::PGFAULT);
         self.charge_sys(cpu, self.p.fault_ns);
         let Some(vma) = self.vma_at(cpu, mm, vpn) else {
@@ -329,6 +347,12 @@ impl Sim {
     /// time, gathering into `tlb`. With `reclaim_pt` (MADV_DONTNEED under CONFIG_PT_RECLAIM) a
     /// PTE table whose whole 2 MiB range was zapped is freed too (`try_to_free_pte()`).
     pub fn zap_pte_range(&mut self, cpu: CpuId, tlb: &mut MmuGather, start: u64, end: u64, reclaim_pt: bool) {
+        self.kfn_enter(cpu, KFn::ZapPteRange);
+        self.zap_pte_range_body(cpu, tlb, start, end, reclaim_pt);
+        self.kfn_exit(cpu);
+    }
+
+    fn zap_pte_range_body(&mut self, cpu: CpuId, tlb: &mut MmuGather, start: u64, end: u64, reclaim_pt: bool) {
         let mm = tlb.mm;
         let mut s = start;
         while s < end {
@@ -378,6 +402,8 @@ impl Sim {
                 self.tlb_flush_mmu(cpu, tlb);
             }
         }
+        // Under the PTE table's lock (pte_offset_map_lock).
+        self.lock_section(cpu, LockId::Ptl(mm.0, start >> 9), Mode::Exclusive, self.p.pte_update_ns * n as f64);
         self.charge_sys(cpu, self.p.pte_update_ns * n as f64);
     }
 

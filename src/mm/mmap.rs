@@ -8,6 +8,8 @@
 
 use crate::mm::mmu_gather::MmuGather;
 use crate::sim::{vm, Backing, CpuMask, Mm, Sim, Vma};
+use crate::kernel::locking::Mode;
+use crate::kernel::profile::KFn;
 use crate::types::*;
 
 /// Top of the mmap area (vpn): 128 TiB minus the stack gap, as on x86-64 without ASLR.
@@ -95,7 +97,18 @@ impl Sim {
     }
 
     /// `do_mmap()`: returns the start vpn. `at` is MAP_FIXED_NOREPLACE (fails if occupied).
+    ///
+    /// Under mmap_lock for write (mmap_write_lock_killable in vm_mmap_pgoff).
     pub fn do_mmap(&mut self, cpu: CpuId, mm: MmId, pages: u64, prot: Prot, shared: bool, backing: Backing, at: Option<u64>) -> Result<u64, String> {
+        self.kfn_enter(cpu, KFn::DoSyscall64);
+        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
+        let r = self.do_mmap_locked(cpu, mm, pages, prot, shared, backing, at);
+        self.lock_release(lock);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn do_mmap_locked(&mut self, cpu: CpuId, mm: MmId, pages: u64, prot: Prot, shared: bool, backing: Backing, at: Option<u64>) -> Result<u64, String> {
         self.charge_sys(cpu, self.p.vma_op_ns);
         let start = match at {
             Some(a) => {
@@ -142,7 +155,18 @@ impl Sim {
     }
 
     /// `do_munmap()` of `[start, start+pages)`.
+    ///
+    /// Under mmap_lock for write (the whole unmap, its TLB flush included).
     pub fn do_munmap(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64) {
+        self.kfn_enter(cpu, KFn::DoSyscall64);
+        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
+        let r = self.do_munmap_locked(cpu, mm, start, pages);
+        self.lock_release(lock);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn do_munmap_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64) {
         self.charge_sys(cpu, self.p.vma_op_ns);
         let end = start + pages;
         // do_vmi_munmap() starts with find_vma (mm/vmacache.rs).

@@ -11,6 +11,8 @@ use crate::mm::mmu_gather::MmuGather;
 use crate::mm::pgtable::{pte_needs_flush, Pte};
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, vm, Frame, Sim, Vma};
+use crate::kernel::locking::Mode;
+use crate::kernel::profile::KFn;
 use crate::types::*;
 
 /// What `change_pte_range()` does to each PTE.
@@ -30,7 +32,18 @@ pub fn can_change_pte_writable(vma: &Vma, pte: Pte, f: &Frame) -> bool {
 }
 
 impl Sim {
+    ///
+    /// Under mmap_lock for write.
     pub fn do_mprotect(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
+        self.kfn_enter(cpu, KFn::DoSyscall64);
+        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
+        let r = self.do_mprotect_locked(cpu, mm, start, pages, prot);
+        self.lock_release(lock);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn do_mprotect_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
         self.charge_sys(cpu, self.p.vma_op_ns);
         self.find_vma(cpu, mm, start); // do_mprotect_pkey() (mm/vmacache.rs)
         let end = start + pages;

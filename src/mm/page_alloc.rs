@@ -10,6 +10,8 @@
 //! [`Sim::alloc_pages`]; callers that may not reclaim (boot, page tables of kernel mappings) use
 //! [`Sim::alloc_page`]. Invariant: page_alloc never touches page tables or TLBs.
 
+use crate::kernel::locking::{LockId, Mode};
+use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, Frame, Sim};
 use crate::types::*;
@@ -229,11 +231,24 @@ impl Sim {
         let ci = cpu.0 as usize;
         if self.pcp[ci][node].list.is_empty() {
             let batch = self.pcp[ci][node].batch;
+            let mut got = 0;
             for _ in 0..batch {
                 match self.rmqueue_smallest(node, 0) {
-                    Some(p) => self.pcp[ci][node].list.push(Pfn(p)),
+                    Some(p) => {
+                        self.pcp[ci][node].list.push(Pfn(p));
+                        got += 1;
+                    }
                     None => break,
                 }
+            }
+            // rmqueue_bulk() under zone->lock (spin_lock_irqsave): one dependent cache miss
+            // per page taken off a buddy list.
+            if got > 0 {
+                self.kfn_enter(cpu, KFn::RmqueueBulk);
+                let work = self.miss_ns(cpu, NodeId(node as u32)) * got as f64;
+                self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
+                self.charge_sys(cpu, work);
+                self.kfn_exit(cpu);
             }
             // Pages on a pcp list still count as free (NR_FREE_PAGES) in Linux; keep it so.
         }
@@ -325,6 +340,13 @@ impl Sim {
             for p in out {
                 self.free_one_page(p.0, 0);
             }
+            // Under zone->lock (spin_lock_irqsave): one dependent cache miss per page merged
+            // back into a buddy list.
+            self.kfn_enter(cpu, KFn::FreePcppagesBulk);
+            let work = self.miss_ns(cpu, NodeId(node as u32)) * batch as f64;
+            self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
+            self.charge_sys(cpu, work);
+            self.kfn_exit(cpu);
         }
     }
 

@@ -2,6 +2,8 @@
 //! `try_to_unmap_one` with the batched-flush decision (`should_defer_flush`,
 //! `set_tlb_ubc_flush_pending`) and the per-task `tlbflush_unmap_batch`.
 
+use crate::kernel::locking::{LockId, Mode};
+use crate::kernel::profile::KFn;
 use crate::mm::pgtable::Pte;
 use crate::sim::{pg, Backing, CpuMask, Sim};
 use crate::types::*;
@@ -104,8 +106,15 @@ impl Sim {
     /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
     /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch. With `swap_slot`
     /// (an anon folio in the swap cache) each PTE becomes a swap entry for that slot.
+    ///
+    /// Locks: the file's i_mmap_rwsem (or the anon_vma's rwsem) for read across the walk, and
+    /// each mapping's PTE lock across try_to_unmap_one(), including a ptep_clear_flush()'s wait
+    /// for its IPIs: a fault on that PTE table waits behind it.
     pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>, swap_slot: Option<u32>) {
+        self.kfn_enter(cpu, KFn::TryToUnmap);
+        let rmap_lock = self.rmap_lock(cpu, pfn);
         for (mm, vpn) in self.rmap_walk(pfn) {
+            let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
             self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             if let Some(slot) = swap_slot {
                 self.mm_mut(mm).pgtable.set(vpn, Pte::swap(slot));
@@ -114,7 +123,24 @@ impl Sim {
             self.page_remove_rmap(mm, pfn);
             self.put_page(pfn);
             self.charge_sys(cpu, self.p.pte_update_ns);
+            self.lock_release(ptl);
         }
+        self.lock_release(rmap_lock);
+        self.kfn_exit(cpu);
+    }
+
+    /// `folio_lock_anon_vma_read()` / `i_mmap_lock_read()`: the rmap walk's lock for a folio,
+    /// held until the caller releases it.
+    pub fn rmap_lock(&mut self, cpu: CpuId, pfn: Pfn) -> Option<crate::kernel::locking::Held> {
+        let f = *self.frame(pfn);
+        let id = if f.flags & pg::ANON != 0 {
+            LockId::AnonVma(f.mapping)
+        } else if f.flags & pg::FILE != 0 {
+            LockId::IMmap(f.mapping)
+        } else {
+            return None;
+        };
+        self.lock_acquire(cpu, id, Mode::Shared)
     }
 
     /// `flush_tlb_batched_pending()` (mm/rmap.c, 4.13+): called under the PTE lock by every
@@ -141,7 +167,9 @@ impl Sim {
             return;
         }
         let mask = b.cpumask.clone();
+        self.kfn_enter(cpu, KFn::TryToUnmapFlush);
         self.arch_tlbbatch_flush(cpu, &mask);
+        self.kfn_exit(cpu);
         b.cpumask.clear_all();
         b.flush_required = false;
         b.writable = false;

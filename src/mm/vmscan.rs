@@ -16,6 +16,8 @@
 //! refilled from active when the inactive list is smaller, as inactive_is_low()).
 
 use crate::check::Inject;
+use crate::kernel::locking::{LockId, Mode};
+use crate::kernel::profile::KFn;
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
 use crate::mm::page_alloc::NIL;
@@ -79,6 +81,14 @@ impl Default for LruList {
 #[derive(Clone, Debug, Default)]
 pub struct Lruvec {
     pub lists: [LruList; 4],
+    /// NR_ISOLATED_ANON, NR_ISOLATED_FILE: folios taken off the lists by reclaim and not yet
+    /// put back or freed (too_many_isolated()).
+    pub nr_isolated: [u64; 2],
+}
+
+/// Index into `Lruvec::nr_isolated`: 0 anon, 1 file.
+fn is_file(lru: Lru) -> usize {
+    matches!(lru, Lru::InactiveFile | Lru::ActiveFile) as usize
 }
 
 fn lru_of(flags: u16) -> Lru {
@@ -162,8 +172,26 @@ impl Sim {
 
     /// `lru_add_drain()` for one CPU: move the batch onto the LRU lists and drop its references
     /// (a folio whose other references are gone is freed here, as folios_put() does).
+    ///
+    /// `folio_batch_move_lru()` takes the LRU lock of each folio's node (relocking when the node
+    /// changes) with interrupts off; each folio moved costs one dependent cache miss (the
+    /// neighbour's struct page) under the lock.
     pub fn lru_add_drain(&mut self, cpu: CpuId) {
         let batch = std::mem::take(&mut self.lru_add_batch[cpu.0 as usize]);
+        if batch.is_empty() {
+            return;
+        }
+        self.kfn_enter(cpu, KFn::FolioBatchMoveLru);
+        let mut i = 0;
+        while i < batch.len() {
+            let node = self.frames[batch[i].0 as usize].node;
+            let run = batch[i..].iter().take_while(|p| self.frames[p.0 as usize].node == node).count();
+            let work = self.miss_ns(cpu, NodeId(node as u32)) * run as f64;
+            self.lock_section(cpu, LockId::Lru(node as u32), Mode::Exclusive, work);
+            self.charge_sys(cpu, work);
+            i += run;
+        }
+        self.kfn_exit(cpu);
         for pfn in batch {
             if self.frames[pfn.0 as usize].flags & pg::LRU == 0 {
                 self.lru_add(pfn);
@@ -200,11 +228,17 @@ impl Sim {
     /// `folio_referenced()`: count the PTEs mapping the folio that are young, clearing the
     /// accessed bit (`ptep_clear_flush_young`, which on x86 does not flush: a stale TLB entry
     /// only means the next access will not set the bit again). Returns (count, any VM_EXEC).
+    ///
+    /// The rmap walk holds the file's i_mmap_rwsem or the anon_vma's rwsem for read, and each
+    /// mapping's PTE lock while it tests the PTE.
     fn folio_referenced(&mut self, cpu: CpuId, pfn: Pfn) -> (u32, bool) {
+        self.kfn_enter(cpu, KFn::FolioReferenced);
+        let rmap_lock = self.rmap_lock(cpu, pfn);
         let mut referenced = 0;
         let mut exec = false;
         let maps = self.rmap_walk(pfn);
         for (mm, vpn) in maps {
+            self.lock_section(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive, self.p.pte_update_ns);
             let pte = self.mm(mm).pgtable.get(vpn);
             if pte.young() {
                 referenced += 1;
@@ -215,6 +249,8 @@ impl Sim {
             }
         }
         self.charge_sys(cpu, self.p.pte_update_ns * (1 + referenced) as f64);
+        self.lock_release(rmap_lock);
+        self.kfn_exit(cpu);
         (referenced, exec)
     }
 
@@ -283,6 +319,13 @@ impl Sim {
     /// `free_unref_folios()`) is left in `tail` for [`Sim::finish_reclaim_tail`]: atomic callers
     /// run it at once, kswapd at its next step (see [`ReclaimTail`]).
     pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
+        self.kfn_enter(cpu, KFn::ShrinkFolioList);
+        let r = self.shrink_folio_list_body(cpu, folios, ignore_references, kswapd, tail);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
         // The previous call's end comes first (a no-op when it already ran).
         self.finish_reclaim_tail(cpu, tail);
         let ReclaimTail { batch, free_folios } = tail;
@@ -363,7 +406,7 @@ impl Sim {
                     self.charge_sys(cpu, self.p.block_write_ns);
                 }
                 // __remove_mapping(): out of the page cache; the frame is freed with its batch.
-                self.remove_from_page_cache(pfn);
+                self.remove_from_page_cache(cpu, pfn);
             }
             match kswapd {
                 Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
@@ -412,8 +455,10 @@ impl Sim {
         self.charge_sys(cpu, self.p.page_alloc_ns * n as f64);
     }
 
-    /// Isolate up to `n` folios from the tail of a list (`isolate_lru_folios()`).
-    fn isolate_lru_folios(&mut self, node: usize, lru: Lru, n: usize) -> Vec<Pfn> {
+    /// Isolate up to `n` folios from the tail of a list (`isolate_lru_folios()`), under the
+    /// node's LRU lock with interrupts off (spin_lock_irq): one dependent cache miss per folio
+    /// (walking the list from the tail). Counted in NR_ISOLATED until put back or freed.
+    fn isolate_lru_folios(&mut self, cpu: CpuId, node: usize, lru: Lru, n: usize) -> Vec<Pfn> {
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let tail = self.nodes[node].lru.lists[lru as usize].tail;
@@ -423,13 +468,35 @@ impl Sim {
             self.lru_del(Pfn(tail));
             out.push(Pfn(tail));
         }
+        self.lru_lock_work(cpu, node, out.len());
+        self.nodes[node].lru.nr_isolated[is_file(lru)] += out.len() as u64;
         out
+    }
+
+    /// `move_folios_to_lru()` / the LRU lock around a batch of `n` folios of `node`.
+    fn lru_lock_work(&mut self, cpu: CpuId, node: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        let work = self.miss_ns(cpu, NodeId(node as u32)) * n as f64;
+        self.lock_section(cpu, LockId::Lru(node as u32), Mode::Exclusive, work);
+        self.charge_sys(cpu, work);
+    }
+
+    /// `too_many_isolated()` for a direct reclaimer: more folios isolated from this node's
+    /// lists than an eighth of the inactive list (GFP_KERNEL allows IO and FS: `inactive >>= 3`).
+    fn too_many_isolated(&self, node: usize, lru: Lru) -> bool {
+        let l = &self.nodes[node].lru;
+        let inactive = l.lists[lru as usize].len >> 3;
+        l.nr_isolated[is_file(lru)] > inactive
     }
 
     /// `shrink_active_list()`: move folios from the active to the inactive list, keeping
     /// referenced executable file folios active.
     fn shrink_active_list(&mut self, cpu: CpuId, node: usize, lru: Lru, n: usize) {
-        let folios = self.isolate_lru_folios(node, lru, n);
+        self.kfn_enter(cpu, KFn::ShrinkActiveList);
+        let folios = self.isolate_lru_folios(cpu, node, lru, n);
+        let taken = folios.len();
         self.vmstat.add(VmEvent::PGREFILL, folios.len() as u64);
         for pfn in folios {
             let (referenced, exec) = self.folio_referenced(cpu, pfn);
@@ -439,6 +506,10 @@ impl Sim {
                 self.vmstat.count(VmEvent::PGDEACTIVATE);
             }
         }
+        // move_folios_to_lru() for both lists, under the lock again.
+        self.lru_lock_work(cpu, node, taken);
+        self.nodes[node].lru.nr_isolated[is_file(lru)] -= taken as u64;
+        self.kfn_exit(cpu);
     }
 
     /// `shrink_node()` → `shrink_lruvec()` at a scan priority: refill the inactive file list if
@@ -473,12 +544,32 @@ impl Sim {
             }
             let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(SWAP_CLUSTER_MAX);
             while to_scan > 0 && reclaimed < nr_to_reclaim {
-                let folios = self.isolate_lru_folios(node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
+                // shrink_inactive_list()
+                if !kswapd && self.too_many_isolated(node, inactive_lru) {
+                    // Throttled: 4.2 congestion_wait(BLK_RW_ASYNC, HZ/10) in a loop; 5.16+
+                    // reclaim_throttle(VMSCAN_THROTTLE_ISOLATED) once, then give up the list
+                    // ("stalled"). The task sleeps: its CPU idles. Departure: a step is atomic,
+                    // so 4.2's loop re-checks nothing and the reclaimer goes on after one sleep.
+                    self.vmstat.count(VmEvent::RECLAIM_THROTTLE_ISOLATED);
+                    self.cpus[cpu.0 as usize].clock += self.p.isolated_throttle_ns;
+                    if self.p.isolated_throttle_ns < 1_000_000_000 / 10 {
+                        break;
+                    }
+                }
+                self.kfn_enter(cpu, KFn::ShrinkInactiveList);
+                let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
                 if folios.is_empty() {
+                    self.kfn_exit(cpu);
                     break;
                 }
+                let taken = folios.len();
                 to_scan = to_scan.saturating_sub(folios.len());
-                reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+                let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+                reclaimed += r;
+                // move_folios_to_lru(): the folios not reclaimed go back under the lock.
+                self.lru_lock_work(cpu, node, taken - r as usize);
+                self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
+                self.kfn_exit(cpu);
             }
         }
         reclaimed
@@ -507,6 +598,13 @@ impl Sim {
     /// on its CPU, raising the scan priority from DEF_PRIORITY (12) towards 0 until
     /// SWAP_CLUSTER_MAX pages are reclaimed.
     pub fn try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
+        self.kfn_enter(cpu, KFn::TryToFreePages);
+        let r = self.do_try_to_free_pages(cpu, nid);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn do_try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
         self.vmstat.count(VmEvent::ALLOCSTALL);
         let n = self.nodes.len();
         let mut reclaimed = 0;
@@ -532,6 +630,13 @@ impl Sim {
     /// The end of the step's last shrink_folio_list() (its flush and the freeing after it) runs
     /// at the start of kswapd's next step: see [`ReclaimTail`].
     pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> bool {
+        self.kfn_enter(cpu, KFn::Kswapd);
+        let r = self.balance_pgdat(cpu, node);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn balance_pgdat(&mut self, cpu: CpuId, node: usize) -> bool {
         let mut tail = self.take_reclaim_tail(cpu);
         let balanced = if self.nodes[node].nr_free >= self.nodes[node].wmark.high {
             self.nodes[node].kswapd_priority = DEF_PRIORITY;

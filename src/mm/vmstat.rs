@@ -60,6 +60,9 @@ vm_events! {
     NUMA_HINT_FAULTS => "numa_hint_faults",
     NUMA_HINT_FAULTS_LOCAL => "numa_hint_faults_local",
     NUMA_PAGES_MIGRATED => "numa_pages_migrated",
+    // Not a kernel counter (5.16+ has the mm_vmscan_throttled tracepoint instead): direct
+    // reclaimers put to sleep by too_many_isolated().
+    RECLAIM_THROTTLE_ISOLATED => "mmsim_reclaim_throttle_isolated",
     // Add further counters at the end, each with its kernel name.
 }
 

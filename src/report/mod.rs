@@ -3,6 +3,7 @@
 //! JSON for scripts.
 
 pub mod hugetlb;
+pub mod lock_stat;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -40,6 +41,10 @@ pub struct Report {
     /// /proc/meminfo fields in kB.
     pub meminfo: BTreeMap<String, u64>,
     pub errors: Vec<String>,
+    /// /proc/lock_stat by class (kernel.lock_model).
+    pub lock_stat: Vec<lock_stat::LockStatRow>,
+    /// Busy time by kernel function (perf report --children).
+    pub profile: Vec<lock_stat::ProfileRow>,
 }
 
 impl Report {
@@ -110,6 +115,8 @@ impl Report {
             time,
             meminfo,
             errors: sim.workload_errors.clone(),
+            lock_stat: lock_stat::lock_stat_rows(sim),
+            profile: lock_stat::profile_rows(sim),
         }
     }
 
@@ -163,6 +170,16 @@ impl Report {
         let _ = writeln!(s, "{:>20} seconds user", secs(self.time.user_ns));
         let _ = writeln!(s, "{:>20} seconds sys\n", secs(self.time.sys_ns));
         s
+    }
+
+    /// /proc/lock_stat.
+    pub fn proc_lock_stat(&self) -> String {
+        lock_stat::format_lock_stat(&self.lock_stat)
+    }
+
+    /// perf report --children over the simulated busy time.
+    pub fn profile_report(&self) -> String {
+        lock_stat::format_profile(&self.profile, &self.scenario)
     }
 
     /// Everything a person reads after `mmsim run`.

@@ -54,6 +54,12 @@ pub struct RunResult {
     pub user_s: f64,
     pub system_s: f64,
     pub tlb_irqs_per_s: f64,
+    /// pgsteal_kswapd + pgsteal_direct, multiplied back to full scale.
+    pub reclaimed_pages: f64,
+    /// Busy time by kernel function (perf report --children rows).
+    pub profile: Vec<crate::report::lock_stat::ProfileRow>,
+    /// Share of busy time spent waiting for or handing off locks.
+    pub lock_pct: f64,
 }
 
 pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String]) -> Result<Config, crate::config::ConfigError> {
@@ -94,12 +100,19 @@ pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String]) -> RunResul
     let irqs: u64 = sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum();
     let (t0, i0) = sim.reclaim_start.unwrap_or((0, 0));
     let steady_s = (sim.end_ns.saturating_sub(t0)) as f64 / 1e9;
+    let profile = crate::report::lock_stat::profile_rows(&sim);
+    let busy = (user + sys) as f64;
+    let lock_ns: u64 = profile.iter().filter(|r| r.symbol == "native_queued_spin_lock_slowpath" || r.symbol == "rwsem_down_write_slowpath").map(|r| r.children_ns).sum();
+    use crate::mm::vmstat::VmEvent;
     RunResult {
         elapsed_s: sim.end_ns as f64 / 1e9 * s,
         user_s: user as f64 / 1e9 * s,
         system_s: sys as f64 / 1e9 * s,
         // A rate: the same at any scale.
         tlb_irqs_per_s: if steady_s > 0.0 { (irqs - i0) as f64 / steady_s } else { 0.0 },
+        reclaimed_pages: (sim.vmstat.get(VmEvent::PGSTEAL_KSWAPD) + sim.vmstat.get(VmEvent::PGSTEAL_DIRECT)) as f64 * s,
+        lock_pct: if busy > 0.0 { 100.0 * lock_ns as f64 / busy } else { 0.0 },
+        profile,
     }
 }
 
@@ -202,12 +215,23 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         line("System", (pb.4, pa.4), (avg(b, |r| r.system_s), avg(a, |r| r.system_s)));
         line("Elapsed", (pb.5, pa.5), (mean(&eb), mean(&ea)));
         line("TLB interrupts/s (steady phase)", (pb.6, pa.6), (avg(b, |r| r.tlb_irqs_per_s), avg(a, |r| r.tlb_irqs_per_s)));
+        let per_page = |v: &Vec<RunResult>| avg(v, |r| if r.reclaimed_pages > 0.0 { r.system_s / r.reclaimed_pages * 1e6 } else { 0.0 });
+        // The seed gives no page count: ≈ system time / pages read (10 x MemTotal), as an estimate.
+        let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
+        line("System us per reclaimed page (est.)", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a)));
+        println!("{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct));
+        println!("Simulated profile, seed 1 (perf report --children, top 8; vanilla | flushfull):");
+        for k in 0..8 {
+            let cell = |v: &Vec<RunResult>| v[0].profile.get(k).map(|r| format!("{:>6.2}% {}", 100.0 * r.children_ns as f64 / (v[0].user_s + v[0].system_s).max(1e-9) / 1e9 * SCALE as f64, r.symbol)).unwrap_or_default();
+            println!("  {:<45} | {}", cell(b), cell(a));
+        }
         println!();
         for (metric, p, s) in [
             ("elapsed_s", (pb.0, pa.0), (mean(&eb), mean(&ea))),
             ("system_s", (pb.4, pa.4), (avg(b, |r| r.system_s), avg(a, |r| r.system_s))),
             ("user_s", (pb.3, pa.3), (avg(b, |r| r.user_s), avg(a, |r| r.user_s))),
             ("tlb_irqs_per_s", (pb.6, pa.6), (avg(b, |r| r.tlb_irqs_per_s), avg(a, |r| r.tlb_irqs_per_s))),
+            ("system_us_per_reclaimed_page", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a))),
         ] {
             rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair { before: p.0, after: p.1 }, simulated: Pair { before: s.0, after: s.1 } });
         }

@@ -23,6 +23,7 @@
 
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{Sim, TaskState};
+use crate::kernel::profile::KFn;
 use crate::types::*;
 
 /// TLB_NR_DYN_ASIDS.
@@ -101,6 +102,12 @@ impl Sim {
 
     /// `flush_tlb_mm_range()`: flush `[start, end)` (vpns) of `mm` on every CPU that may cache it.
     pub fn flush_tlb_mm_range(&mut self, cpu: CpuId, mm: MmId, start: u64, end: u64, stride_shift: u32, freed_tables: bool) {
+        self.kfn_enter(cpu, KFn::FlushTlbMmRange);
+        self.flush_tlb_mm_range_body(cpu, mm, start, end, stride_shift, freed_tables);
+        self.kfn_exit(cpu);
+    }
+
+    fn flush_tlb_mm_range_body(&mut self, cpu: CpuId, mm: MmId, start: u64, end: u64, stride_shift: u32, freed_tables: bool) {
         let new_gen = self.inc_mm_tlb_gen(mm);
         let pages = if end == FLUSH_ALL { u64::MAX } else { (end - start) << 12 >> stride_shift };
         let (start, end) = if end != FLUSH_ALL && pages <= self.p.tlb_single_page_flush_ceiling { (start, end) } else { (0, FLUSH_ALL) };
@@ -181,9 +188,13 @@ impl Sim {
             sent += 1;
             let hop = self.ipi_cross_socket_ns(cpu, c);
             let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
-            let cost = self.remote_flush_tlb_func(c, info, arrive);
-            done = done.max(arrive + cost);
+            // A target with interrupts off (spinning on or holding an irq-disabling lock) takes
+            // the IPI when it turns them back on (kernel/locking.rs).
+            let taken = self.locks.irq_on_at(c, arrive);
+            let cost = self.remote_flush_tlb_func(c, info, taken);
+            done = done.max(taken + cost);
         }
+        self.kfn_enter(cpu, KFn::SmpCallFunctionManyCond);
         if sent > 0 {
             self.charge_sys(cpu, self.p.ipi_send_ns * sent as f64);
         }
@@ -195,6 +206,7 @@ impl Sim {
         if done > now {
             self.charge_sys(cpu, (done - now) as f64);
         }
+        self.kfn_exit(cpu);
     }
 
     /// Deliver a flush IPI to `cpu` and run `flush_tlb_func` there. Returns the handler's cost in
@@ -203,7 +215,9 @@ impl Sim {
         // Run the handler to learn its cost, then account that cost as stolen irq time.
         let ci = cpu.0 as usize;
         let (clock, sys) = (self.cpus[ci].clock, self.cpus[ci].stats.sys_ns);
+        self.prof.muted = true;
         self.flush_tlb_func(cpu, info);
+        self.prof.muted = false;
         let work = self.cpus[ci].clock - clock;
         self.cpus[ci].clock = clock;
         self.cpus[ci].stats.sys_ns = sys;
@@ -414,6 +428,7 @@ impl Sim {
             sent += 1;
             let hop = self.ipi_cross_socket_ns(cpu, c);
             let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
+            let arrive = self.locks.irq_on_at(c, arrive);
             let cost = (self.p.ipi_handle_ns + per_cpu).round() as Ns;
             self.steal_irq_time(c, arrive, cost);
             self.cpus[ci].stats.irq_call_count += 1;
@@ -447,6 +462,7 @@ impl Sim {
                 self.cpus[ci].clock = arrive;
             }
         }
+        self.prof.charge_irq(cost);
         let c = &mut self.cpus[ci];
         c.clock += cost;
         c.stats.irq_ns += cost;

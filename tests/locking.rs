@@ -1,0 +1,89 @@
+//! Locks, interrupts-off sections, lock_stat and the profile (docs/locking.md).
+
+use mmsim::report::Report;
+use mmsim::run::Outcome;
+use mmsim::sim::Sim;
+
+fn run_path(path: &str, sets: &[&str]) -> (Sim, Outcome) {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let cfg = mmsim::config::load(std::path::Path::new(path), &sets).expect("the scenario loads");
+    let mut sim = Sim::build(&cfg).expect("builds");
+    let out = sim.run(|_| {});
+    (sim, out)
+}
+
+fn contentions(r: &Report, class: &str) -> u64 {
+    r.lock_stat.iter().find(|l| l.class == class).map_or(0, |l| l.stat.contentions)
+}
+
+fn children(r: &Report, symbol: &str) -> u64 {
+    r.profile.iter().find(|p| p.symbol == symbol).map_or(0, |p| p.children_ns)
+}
+
+/// `--only lock_stat` and `--only profile` work on every shipped scenario.
+#[test]
+fn lock_stat_and_profile_on_every_shipped_scenario() {
+    let mut names: Vec<_> = std::fs::read_dir("scenarios").unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "toml")).collect();
+    names.sort();
+    assert!(names.len() >= 5);
+    for p in names {
+        let (sim, out) = run_path(p.to_str().unwrap(), &[]);
+        let r = Report::from_sim(&sim, out);
+        let ls = r.proc_lock_stat();
+        assert!(ls.starts_with("lock_stat version 0.4\n"), "{}: {ls}", p.display());
+        let prof = r.profile_report();
+        assert!(prof.contains("# Children      Self"), "{}", p.display());
+        // The profile accounts for all busy time: children of the roots add up to it.
+        let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
+        let selfs: u64 = r.profile.iter().map(|p| p.self_ns).sum();
+        assert_eq!(selfs, busy, "{}: self times must add up to busy time", p.display());
+    }
+}
+
+#[test]
+fn the_cli_prints_lock_stat_and_profile() {
+    for (only, head) in [("lock_stat", "lock_stat version 0.4"), ("profile", "# Simulated profile")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mmsim")).args(["run", "scenarios/munmap-storm.toml", "--only", only]).output().unwrap();
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with(head));
+    }
+}
+
+/// Eight readers on two sockets contend for the LRU and zone locks; one reader on one CPU never
+/// waits (its kswapd runs on the same CPU, one step at a time).
+#[test]
+fn reclaim_contends_on_many_cpus_and_not_on_one() {
+    let (sim, out) = run_path("scenarios/lru-file-mmap-read.toml", &[]);
+    assert_eq!(out, Outcome::Completed);
+    let r = Report::from_sim(&sim, out);
+    assert!(contentions(&r, "&zone->lru_lock") > 0, "{:?}", r.lock_stat);
+    assert!(children(&r, "native_queued_spin_lock_slowpath") > 0);
+    let one = "[run]\nseed = 1\n[machine]\ncpus = 1\nmem_per_node_mib = 64\n[kernel]\npreset = \"linux-4.2\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\nmmap f 40960 file:r sparse shared prot=r\ntouch f read\n\"\"\"\n";
+    let cfg = mmsim::config::load_str("one.toml", one, &[]).unwrap();
+    let mut sim = Sim::build(&cfg).unwrap();
+    let out = sim.run(|_| {});
+    let r = Report::from_sim(&sim, out);
+    assert!(r.counters["pgsteal_kswapd"] + r.counters["pgsteal_direct"] > 0, "the single reader is reclaimed");
+    assert!(r.lock_stat.iter().all(|l| l.stat.contentions == 0), "{:?}", r.lock_stat);
+    assert_eq!(children(&r, "native_queued_spin_lock_slowpath"), 0);
+}
+
+/// The lock model changes times, not what the kernel does: switched off, the same run gives
+/// the same page and reclaim counts, and it is slower with it on (waits add time).
+#[test]
+fn the_lock_model_adds_waits_not_behaviour() {
+    let (on, _) = run_path("scenarios/lru-file-mmap-read.toml", &[]);
+    let (off, _) = run_path("scenarios/lru-file-mmap-read.toml", &["kernel.lock_model=false"]);
+    use mmsim::mm::vmstat::VmEvent;
+    assert_eq!(on.vmstat.get(VmEvent::PGFAULT), off.vmstat.get(VmEvent::PGFAULT));
+    let sys = |s: &Sim| s.cpus.iter().map(|c| c.stats.sys_ns).sum::<u64>();
+    assert!(sys(&on) > sys(&off), "on {} off {}", sys(&on), sys(&off));
+    assert!(off.locks.stats.iter().all(|s| s.acquisitions == 0));
+}
+
+#[test]
+fn runs_with_locks_are_byte_identical() {
+    let a = Report::from_sim(&run_path("scenarios/lru-file-mmap-read.toml", &[]).0, Outcome::Completed);
+    let b = Report::from_sim(&run_path("scenarios/lru-file-mmap-read.toml", &[]).0, Outcome::Completed);
+    assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+}
