@@ -160,6 +160,19 @@ mod tests {
     }
 
     #[test]
+    fn threads_as_inline_tables_equal_array_of_tables() {
+        let a = "[machine]\ncpus = 2\n[[workload.thread]]\ncpu = 0\nops = \"loop 5\\n mmap b 8\\n touch b write\\n munmap b\\nend\"\n[[workload.thread]]\ncpu = 1\nops = \"spin 100us\"\n";
+        let b = "[machine]\ncpus = 2\n[workload]\nthread = [\n  { cpu = 0, ops = \"loop 5\\n mmap b 8\\n touch b write\\n munmap b\\nend\" },\n  { cpu = 1, ops = \"spin 100us\" },\n]\n";
+        let ra = run_json(&Scenario::Text { name: "t.toml", toml: a }, &[]).unwrap();
+        let rb = run_json(&Scenario::Text { name: "t.toml", toml: b }, &[]).unwrap();
+        assert_eq!(ra, rb);
+        let e = run_json(&Scenario::Text { name: "t.toml", toml: "[workload]\nthread = [\n  { cpu = 0, opz = \"x\" },\n]\n" }, &[]).unwrap_err();
+        assert!(e.to_string().starts_with("t.toml:3: workload.thread.opz:"), "{e}");
+        let e = run_json(&Scenario::Text { name: "t.toml", toml: "[workload]\nthread = [1]\n" }, &[]).unwrap_err();
+        assert!(e.to_string().starts_with("t.toml:2: workload.thread:"), "{e}");
+    }
+
+    #[test]
     fn knob_table_matches_the_reference() {
         let k = knobs();
         assert_eq!(k.len(), config::knobs::all().count());
