@@ -53,6 +53,9 @@ def resolve_scenario(scenario: str | os.PathLike | Mapping[str, Any]) -> tuple[s
         except OSError as e:
             raise ScenarioError(f"{path}: {e.strerror}") from None
     if isinstance(scenario, str):
+        if "\n" not in scenario and scenario.strip().endswith(".toml"):
+            # Meant as a path (TOML text of one line cannot end so): say the file is missing.
+            raise ScenarioError(f"{scenario}: no such file (a str scenario is a path if it names an existing file, else TOML text)")
         return "<string>", scenario
     raise TypeError(f"scenario must be a path, TOML text or a dict, not {type(scenario).__name__}")
 

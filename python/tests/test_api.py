@@ -38,6 +38,8 @@ def test_errors_are_scenario_errors_naming_file_line_key():
         mmsim.run("[machine]\ncpus = 0\n")
     with pytest.raises(mmsim.ScenarioError, match=r"^--set:1: machine.cpuz:"):
         mmsim.run(SMALL, {"machine.cpuz": 3})
+    with pytest.raises(mmsim.ScenarioError, match=r"^scenarios/no-such\.toml: no such file"):
+        mmsim.run("scenarios/no-such.toml")
     with pytest.raises(mmsim.ScenarioError, match="unknown experiment"):
         mmsim.reproduce("no-such-experiment")
 
