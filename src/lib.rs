@@ -1,5 +1,6 @@
 //! mmsim: a deterministic simulator of the Linux memory-management subsystem on many-core,
 //! multi-tier machines. See ARCHITECTURE.md for the codemap.
+pub mod api;
 pub mod arch;
 pub mod bench;
 pub mod check;

@@ -11,9 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use mmsim::config;
-use mmsim::report::Report;
 use mmsim::run::Outcome;
-use mmsim::sim::Sim;
 
 pub const EXIT_IO: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
@@ -168,22 +166,21 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_USAGE);
         }
     }
-    let mut sim = match Sim::build(&cfg) {
-        Ok(s) => s,
+    let limit = cfg.int("run.max_sim_ms") as u64;
+    let bar = indicatif::ProgressBar::new(limit);
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} simulated {msg} ms").unwrap());
+    // Shared with the library's API (src/api.rs), which the Python binding calls.
+    let (report, outcome) = match mmsim::api::simulate(&cfg, |ns| {
+        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
+        bar.tick();
+    }) {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("mmsim: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let limit = sim.p.max_sim_ns;
-    let bar = indicatif::ProgressBar::new(limit / 1_000_000);
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} simulated {msg} ms").unwrap());
-    let outcome = sim.run(|ns| {
-        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
-        bar.tick();
-    });
     bar.finish_and_clear();
-    let report = Report::from_sim(&sim, outcome);
     let text = match only.as_deref() {
         Some("interrupts") => report.proc_interrupts(),
         Some("vmstat") => report.proc_vmstat(),
@@ -201,7 +198,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         }
     }
     if outcome == Outcome::TimeLimit {
-        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit / 1_000_000);
+        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit);
         return ExitCode::from(EXIT_LIVENESS);
     }
     ExitCode::SUCCESS

@@ -202,6 +202,14 @@ impl Loader<'_> {
                         self.thread(sub, &origin)?;
                     }
                 }
+                // The same threads spelt as an array of inline tables (`thread = [{ ... }]`, as
+                // TOML writers such as Python's tomli-w emit them).
+                toml_edit::Item::Value(toml_edit::Value::Array(arr)) if full == "workload.thread" => {
+                    for v in arr.iter() {
+                        let sub = v.as_inline_table().ok_or_else(|| ConfigError::key(&self.origin(v.span()), &full, "expected a table per thread"))?;
+                        self.thread(&sub.clone().into_table(), &self.origin(v.span()))?;
+                    }
+                }
                 toml_edit::Item::Value(toml_edit::Value::InlineTable(it)) => {
                     let sub = it.clone().into_table();
                     self.table(&full, &sub)?

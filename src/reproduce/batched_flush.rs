@@ -131,11 +131,11 @@ pub struct Row {
 }
 
 #[derive(Serialize)]
-struct Out {
-    experiment: &'static str,
-    scale: u64,
-    seeds: u64,
-    rows: Vec<Row>,
+pub struct Out {
+    pub experiment: &'static str,
+    pub scale: u64,
+    pub seeds: u64,
+    pub rows: Vec<Row>,
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -179,21 +179,41 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         eprintln!("mmsim reproduce: --seeds must be at least 1");
         return ExitCode::from(2);
     }
+    let t = std::time::Instant::now();
+    let (out, text) = match experiment(sets, seeds) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mmsim reproduce: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{text}");
+    eprintln!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64());
+    if let Some(p) = json {
+        if let Err(e) = crate::output::write_json(&p, &out) {
+            eprintln!("mmsim reproduce: {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The whole experiment: the JSON rows of `--json` and the printed table, without printing
+/// (shared by the command line and `crate::api`). `seeds` must be at least 1.
+pub fn experiment(sets: &[String], seeds: u64) -> Result<(Out, String), crate::config::ConfigError> {
+    use std::fmt::Write as _;
     // Check the user's overrides on their own first, so that an error names their position
     // (--set:1 is the first --set given), then together with the experiment's.
-    if let Err(e) = Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets)) {
-        eprintln!("mmsim reproduce: {e}");
-        return ExitCode::from(2);
-    }
-    let t = std::time::Instant::now();
+    Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets))?;
     let results = run_all(&MACHINES, seeds, sets);
     let mut rows = Vec::new();
-    println!("Seed 002: batched TLB flush after unmapping (linux-4.2 vanilla vs linux-4.3 flushfull)");
-    println!("Simulated at 1/{SCALE} scale (memory and files divided by {SCALE}; times multiplied by {SCALE}); {seeds} seed(s) per kernel.");
+    let mut text = String::new();
+    writeln!(text, "Seed 002: batched TLB flush after unmapping (linux-4.2 vanilla vs linux-4.3 flushfull)").unwrap();
+    writeln!(text, "Simulated at 1/{SCALE} scale (memory and files divided by {SCALE}; times multiplied by {SCALE}); {seeds} seed(s) per kernel.").unwrap();
     if !sets.is_empty() {
-        println!("Overrides (both kernels): {}", sets.join(" "));
+        writeln!(text, "Overrides (both kernels): {}", sets.join(" ")).unwrap();
     }
-    println!();
+    writeln!(text).unwrap();
     for (mi, m) in MACHINES.iter().enumerate() {
         let [b, a] = &results[mi];
         let el = |v: &Vec<RunResult>| v.iter().map(|r| r.elapsed_s).collect::<Vec<_>>();
@@ -201,12 +221,12 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         let pb = PUBLISHED[mi][0];
         let pa = PUBLISHED[mi][1];
         let avg = |v: &Vec<RunResult>, f: fn(&RunResult) -> f64| mean(&v.iter().map(f).collect::<Vec<_>>());
-        println!("{}", m.title);
-        println!("{:<36} {:>21}   {:>21}", "", "published", "simulated");
-        println!("{:<36} {:>10} {:>10}   {:>10} {:>10}", "", "vanilla", "flushfull", "vanilla", "flushfull");
-        let line = |name: &str, p: (f64, f64), s: (f64, f64)| {
+        writeln!(text, "{}", m.title).unwrap();
+        writeln!(text, "{:<36} {:>21}   {:>21}", "", "published", "simulated").unwrap();
+        writeln!(text, "{:<36} {:>10} {:>10}   {:>10} {:>10}", "", "vanilla", "flushfull", "vanilla", "flushfull").unwrap();
+        let mut line = |name: &str, p: (f64, f64), s: (f64, f64)| {
             let gain = |x: (f64, f64)| if x.0 != 0.0 { 100.0 * (x.0 - x.1) / x.0 } else { 0.0 };
-            println!("{name:<36} {:>10.2} {:>10.2} ({:>6.2}%)   {:>10.2} {:>10.2} ({:>6.2}%)", p.0, p.1, gain(p), s.0, s.1, gain(s));
+            writeln!(text, "{name:<36} {:>10.2} {:>10.2} ({:>6.2}%)   {:>10.2} {:>10.2} ({:>6.2}%)", p.0, p.1, gain(p), s.0, s.1, gain(s)).unwrap();
         };
         line("Ops lru-file-mmap-read-elapsed", (pb.0, pa.0), (mean(&eb), mean(&ea)));
         line("Ops lru-file-mmap-read-time_range", (pb.1, pa.1), (range(&eb), range(&ea)));
@@ -219,13 +239,13 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         // The seed gives no page count: ≈ system time / pages read (10 x MemTotal), as an estimate.
         let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
         line("System us per reclaimed page (est.)", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a)));
-        println!("{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct));
-        println!("Simulated profile, seed 1 (perf report --children, top 8; vanilla | flushfull):");
+        writeln!(text, "{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct)).unwrap();
+        writeln!(text, "Simulated profile, seed 1 (perf report --children, top 8; vanilla | flushfull):").unwrap();
         for k in 0..8 {
             let cell = |v: &Vec<RunResult>| v[0].profile.get(k).map(|r| format!("{:>6.2}% {}", 100.0 * r.children_ns as f64 / (v[0].user_s + v[0].system_s).max(1e-9) / 1e9 * SCALE as f64, r.symbol)).unwrap_or_default();
-            println!("  {:<45} | {}", cell(b), cell(a));
+            writeln!(text, "  {:<45} | {}", cell(b), cell(a)).unwrap();
         }
-        println!();
+        writeln!(text).unwrap();
         for (metric, p, s) in [
             ("elapsed_s", (pb.0, pa.0), (mean(&eb), mean(&ea))),
             ("system_s", (pb.4, pa.4), (avg(b, |r| r.system_s), avg(a, |r| r.system_s))),
@@ -236,13 +256,5 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
             rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair { before: p.0, after: p.1 }, simulated: Pair { before: s.0, after: s.1 } });
         }
     }
-    eprintln!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64());
-    if let Some(p) = json {
-        let out = Out { experiment: "batched-flush", scale: SCALE, seeds, rows };
-        if let Err(e) = crate::output::write_json(&p, &out) {
-            eprintln!("mmsim reproduce: {}: {e}", p.display());
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
+    Ok((Out { experiment: "batched-flush", scale: SCALE, seeds, rows }, text))
 }
