@@ -199,7 +199,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         }
     }
     if outcome == Outcome::TimeLimit {
-        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit / 1_000_000);
+        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated; raise the limit with --set run.max_sim_ms=N", limit / 1_000_000);
         return ExitCode::from(EXIT_LIVENESS);
     }
     ExitCode::SUCCESS

@@ -232,7 +232,9 @@ impl Sim {
                             progress(self.cpus[ci].clock);
                         }
                         // step_cpu re-kicks the CPU if it has more to do.
-                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.all_done() {
+                        // A CPU past run.max_sim_ms goes back to the queue, where the limit
+                        // is checked: a lone thread that never waits would otherwise never pop.
+                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.cpus[ci].clock > self.p.max_sim_ns || self.all_done() {
                             break;
                         }
                         // Keep running here without a queue round trip.
