@@ -29,6 +29,8 @@ pub enum Outcome {
 impl Sim {
     /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
     pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
+        // Refuse a machine this host cannot hold before anything is allocated (issue 16).
+        crate::config::estimate::check(cfg)?;
         let mut sim = Sim::new(cfg);
         sim.start_kswapds();
         sim.hugetlb_init();

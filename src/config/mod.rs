@@ -10,6 +10,7 @@ pub mod knobs_check;
 pub mod knobs_numa;
 pub mod knobs_hugetlb;
 pub mod knobs_vma;
+pub mod estimate;
 pub mod presets;
 
 use std::collections::BTreeMap;
