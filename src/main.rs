@@ -3,7 +3,8 @@
 //! Exit codes (one per failure class, as TigerBeetle's VOPR does):
 //! 0 success; 1 I/O or internal error; 2 usage or scenario error (names file:line:key);
 //! 3 invariant violation found; 4 liveness: the run hit run.max_sim_ms; 5 the host cannot be
-//! measured (validate); 6 validate ran but some case disagrees with the host.
+//! measured (validate); 6 validate ran but some case disagrees with the host; 7 the workload
+//! failed in the model (a task's SIGSEGV, OOM kill or failed exec: `workload error:` lines).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,10 +21,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_LIVENESS: u8 = 4;
 pub const EXIT_HOST: u8 = 5;
 pub const EXIT_DISAGREE: u8 = 6;
+pub const EXIT_WORKLOAD: u8 = 7;
 
 #[derive(Parser)]
 #[command(name = "mmsim", version, about = "A fast, deterministic simulator of Linux memory management and TLB flushing.",
-    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 4 time limit, 5 host cannot measure, 6 validate disagreement.")]
+    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 6 validate disagreement, 7 the workload failed (run).")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -73,8 +75,8 @@ enum Cmd {
     },
     /// Measure simulator speed against a speed-of-light loop.
     Bench {
-        /// Accesses per stream.
-        #[arg(long, default_value_t = 20_000_000)]
+        /// Accesses per stream (4 to 2^50: the miss-heavy stream runs a quarter of them).
+        #[arg(long, default_value_t = 20_000_000, value_parser = clap::value_parser!(u64).range(4..=(1u64 << 50)))]
         accesses: u64,
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -104,8 +106,8 @@ enum Cmd {
         /// Seeds to run (1..=N), stopping at the first violation.
         #[arg(long, default_value_t = 100)]
         seeds: u64,
-        /// Run only this seed.
-        #[arg(long)]
+        /// Run only this seed (0 to 2^63-1, the range of run.seed; not with --seeds).
+        #[arg(long, conflicts_with = "seeds", value_parser = clap::value_parser!(u64).range(0..=(i64::MAX as u64)))]
         seed: Option<u64>,
         /// Switch on one fault-injection site.
         #[arg(long, value_name = "NAME")]
@@ -189,6 +191,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Some("vmstat") => report.proc_vmstat(),
         Some("meminfo") => report.proc_meminfo(),
         Some("perf") => report.perf_stat(),
+        Some("summary") => report.summary(),
         _ => report.human(),
     };
     print!("{text}");
@@ -197,6 +200,10 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             eprintln!("mmsim: {}: {e}", path.display());
             return ExitCode::from(EXIT_IO);
         }
+    }
+    if !sim.workload_errors.is_empty() {
+        eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", sim.workload_errors.len());
+        return ExitCode::from(EXIT_WORKLOAD);
     }
     if outcome == Outcome::TimeLimit {
         eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated; raise the limit with --set run.max_sim_ms=N", limit / 1_000_000);

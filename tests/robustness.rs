@@ -57,3 +57,87 @@ fn max_sim_ms_stops_a_single_thread_loop_with_exit_4() {
     assert!(err.contains("--set run.max_sim_ms="), "says how to raise it: {err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Sizes are accepted by their knob ranges, then checked against this host before anything is
+/// allocated: exit 2 and one line with the estimate, instead of an abort on allocation.
+#[test]
+fn huge_swap_and_memory_are_refused_up_front_with_an_estimate() {
+    for set in ["machine.swap_mib=1000000000", "machine.mem_per_node_mib=10000000", "machine.mem_per_node_mib=100000000"] {
+        let out = mmsim().args(["run", "scenarios/munmap-storm.toml", "--set", set]).current_dir(root()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        let key = set.split('=').next().unwrap();
+        assert!(err.contains(key), "{set}: {err}");
+    }
+    let out = mmsim().args(["run", "scenarios/munmap-storm.toml", "--set", "machine.swap_mib=1000000000"]).current_dir(root()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs ≈") && err.contains("GiB of host memory for machine.swap_mib = 1000000000; this host has"), "{err}");
+}
+
+/// Command-line values that used to panic are usage errors (exit 2).
+#[test]
+fn bench_accesses_and_check_seed_out_of_range_are_usage_errors() {
+    for a in ["0", "1", "2", "3", "1125899906842625"] {
+        let out = mmsim().args(["bench", "--accesses", a]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "bench --accesses {a}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = mmsim().args(["check", "--seed", "9223372036854775808"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    // --seeds with --seed was silently ignored.
+    let out = mmsim().args(["check", "--seeds", "3", "--seed", "5"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A workload error (here a SIGSEGV) ends the run with exit 7, not "Completed" and 0.
+#[test]
+fn a_workload_error_exits_7() {
+    let d = tmpdir("segv");
+    let p = d.join("segv.toml");
+    std::fs::write(&p, "[[workload.thread]]\nops = \"\"\"\nmmap a 4\nmprotect a read\ntouch a write\n\"\"\"\n").unwrap();
+    let out = mmsim().arg("run").arg(&p).output().unwrap();
+    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(7), "{all}");
+    assert!(all.contains("workload error: ") && all.contains("segv.toml:5: task"), "{all}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `--only summary` prints the summary, not every section.
+#[test]
+fn only_summary_prints_only_the_summary() {
+    let out = mmsim().args(["run", "scenarios/lazy-tlb.toml", "--only", "summary"]).current_dir(root()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text.contains("seed") && text.contains("TLB shootdown IRQs"), "{text}");
+    assert!(!text.contains("/proc/interrupts") && !text.contains("MemTotal"), "{text}");
+}
+
+/// --json through a symlink writes the link's target and keeps the link; through a FIFO it
+/// writes into the FIFO (a reader gets the JSON) and the FIFO stays a FIFO.
+#[test]
+fn json_never_replaces_a_symlink_or_a_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let d = tmpdir("json");
+    let target = d.join("target.json");
+    std::fs::write(&target, "old").unwrap();
+    let link = d.join("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = mmsim().args(["run", "scenarios/lazy-tlb.toml", "--only", "summary", "--json"]).arg(&link).current_dir(root()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still a link");
+    assert!(std::fs::read_to_string(&target).unwrap().contains("\"seed\""), "the target got the JSON");
+
+    let fifo = d.join("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let out = mmsim().args(["run", "scenarios/lazy-tlb.toml", "--only", "summary", "--json"]).arg(&fifo).current_dir(root()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = reader.join().unwrap();
+    assert!(got.contains("\"seed\""), "the reader got the JSON: {got}");
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a FIFO");
+    std::fs::remove_dir_all(&d).unwrap();
+}
