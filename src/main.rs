@@ -120,6 +120,26 @@ enum Cmd {
         #[arg(long)]
         no_structural: bool,
     },
+    /// Developer command: fuzz the scenario loader, op language, trace parser and generated
+    /// scenarios in-process; exit 3 if any case panics (docs/check.md, "Fuzzing").
+    #[command(after_help = "Examples:\n  mmsim fuzz --cases 10000\n  mmsim fuzz --seed 7 --seconds 60\n  mmsim fuzz --seed 7 --first 1234 --cases 1   # reproduce one case")]
+    Fuzz {
+        /// Cases to run.
+        #[arg(long, default_value_t = 1000)]
+        cases: u64,
+        /// The run's seed (each case's input is drawn from it and the case number).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// First case number (to reproduce one case).
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Stop after this many seconds of wall time.
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// Repository root holding scenarios/ and traces/ (the corpus).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// List every scenario knob with its default, unit, description and source.
     Knobs {
         /// Print as a Markdown table (docs/knobs.md is generated this way).
@@ -149,6 +169,7 @@ fn main() -> ExitCode {
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
+        Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));
             ExitCode::SUCCESS

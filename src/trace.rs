@@ -261,7 +261,7 @@ impl Sim {
     }
 
     /// One recorded event of a traced task.
-    pub(crate) fn step_trace(&mut self, cpu: CpuId, t: Tid, mm: MmId, r: &mut ReplayTask) -> Result<StepResult, String> {
+    pub(crate) fn step_trace(&mut self, cpu: CpuId, _t: Tid, mm: MmId, r: &mut ReplayTask) -> Result<StepResult, String> {
         let trace = r.trace.clone();
         let Some(evs) = trace.tasks.get(&r.tid) else { return Ok(StepResult::Exit) };
         let Some(ev) = evs.get(r.pc) else { return Ok(StepResult::Exit) };

@@ -141,3 +141,13 @@ fn json_never_replaces_a_symlink_or_a_fifo() {
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a FIFO");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// A short fuzz run inside the test suite (the minute-long one is in .ci/run): mutated shipped
+/// scenarios and traces, random op programs and generated scenarios, none may panic.
+#[test]
+fn a_short_fuzz_run_finds_no_panic() {
+    let st = mmsim::fuzz::fuzz(&root(), 16, 0, 400, None).unwrap();
+    assert_eq!(st.panics, 0, "{st:?}: run `mmsim fuzz --seed 16 --cases 400` to see the inputs");
+    assert_eq!(st.cases, 400);
+    assert!(st.ran > 50 && st.rejected > 50, "the fuzzer both runs and rejects inputs: {st:?}");
+}
