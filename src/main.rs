@@ -182,7 +182,9 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Ok(c) => c,
         Err(e) => {
             eprintln!("mmsim: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            // An unreadable scenario file is an I/O error (exit 1), as the README says.
+            let code = if matches!(e, config::ConfigError::Io { .. }) { EXIT_IO } else { EXIT_USAGE };
+            return ExitCode::from(code);
         }
     };
     if let Some(o) = &only {

@@ -105,7 +105,12 @@ impl Sim {
 
     fn build_ops(&mut self, cfg: &Config) -> Result<(), ConfigError> {
         if cfg.threads.is_empty() {
-            return Err(ConfigError::key(&cfg.origin("workload.kind"), "workload.kind", "an 'ops' workload needs at least one [[workload.thread]]"));
+            // With workload.kind left at its default, name the scenario rather than `<default>:0`.
+            let origin = match cfg.raw("workload.kind") {
+                Some(_) => cfg.origin("workload.kind"),
+                None => crate::config::Origin { file: format!("{}.toml", cfg.name), line: 1 },
+            };
+            return Err(ConfigError::key(&origin, "workload.kind", "an 'ops' workload needs at least one [[workload.thread]] (the scenario has none)"));
         }
         let mut mms: std::collections::BTreeMap<u32, MmId> = Default::default();
         let mut tids = Vec::new();

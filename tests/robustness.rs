@@ -151,3 +151,34 @@ fn a_short_fuzz_run_finds_no_panic() {
     assert_eq!(st.cases, 400);
     assert!(st.ran > 50 && st.rejected > 50, "the fuzzer both runs and rejects inputs: {st:?}");
 }
+
+/// Misleading messages: each now names the real problem and the right place, or the exit code
+/// the README gives.
+#[test]
+fn error_messages_name_the_key_and_place() {
+    let d = tmpdir("msgs");
+    let run = |name: &str, text: &str, sets: &[&str]| -> (i32, String) {
+        let p = d.join(name);
+        std::fs::write(&p, text).unwrap();
+        let mut c = mmsim();
+        c.arg("run").arg(&p);
+        for s in sets {
+            c.args(["--set", s]);
+        }
+        let out = c.output().unwrap();
+        (out.status.code().unwrap(), String::from_utf8_lossy(&out.stderr).trim().to_string())
+    };
+    let (c, e) = run("big.toml", "[[workload.thread]]\nops = \"mmap a 1099511627776\"\n", &[]);
+    assert!(c == 2 && e.contains("must be below 2^36"), "{e}");
+    let (c, e) = run("cpus.toml", "[[workload.thread]]\nops = \"spin 1us\"\n", &["machine.cpus=99999999999999999999"]);
+    assert!(c == 2 && e.contains("machine.cpus: ") && e.contains("is out of range") && !e.contains("float"), "{e}");
+    let (c, e) = run("empty.toml", "", &[]);
+    assert!(c == 2 && e.starts_with("mmsim: empty.toml:1: workload.kind") && !e.contains("<default>"), "{e}");
+    let (c, e) = run("tlb.toml", "[[workload.thread]]\nops = \"spin 1us\"\n", &["machine.tlb.l1d_4k_ways=40"]);
+    assert!(c == 2 && e.contains("--set:1: machine.tlb.l1d_4k_ways"), "{e}");
+    let (c, e) = run("dup.toml", "[machine]\ncpus = 2\ncpus = 3\n", &[]);
+    assert!(c == 2 && e.contains("dup.toml:3") && e.contains("cpus"), "{e}");
+    let out = mmsim().args(["run", "/nonexistent/mmsim/none.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "an I/O error exits 1");
+    std::fs::remove_dir_all(&d).unwrap();
+}
