@@ -182,3 +182,13 @@ fn error_messages_name_the_key_and_place() {
     assert_eq!(out.status.code(), Some(1), "an I/O error exits 1");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Found by `mmsim fuzz --seed 101` (case 5799): programmatic threads pinned to a CPU the machine
+/// does not have were not checked (TOML ones were), and Sim::build indexed out of bounds.
+#[test]
+fn programmatic_threads_on_a_missing_cpu_are_an_error() {
+    let origin = mmsim::config::Origin { file: "<test>".into(), line: 1 };
+    let t = vec![mmsim::config::ThreadSpec { process: 0, cpu: Some(3), ops: "spin 2us\n".into(), ops_origin: origin }];
+    let e = mmsim::config::Config::with_threads(&["machine.cpus=2".into()], t).err().expect("an error");
+    assert!(e.to_string().contains("CPU 3 does not exist"), "{e}");
+}

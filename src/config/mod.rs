@@ -344,6 +344,9 @@ impl Config {
     pub fn with_threads(sets: &[String], threads: Vec<ThreadSpec>) -> Result<Config, ConfigError> {
         let mut c = load_str("<defaults>", "", sets)?;
         c.threads = threads;
+        // The threads' checks (a pinned CPU that does not exist) need the threads (found by
+        // `mmsim fuzz`: an index out of bounds in Sim::build).
+        c.check_consistency()?;
         Ok(c)
     }
 
