@@ -74,6 +74,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Measure simulator speed against a speed-of-light loop.
+    #[command(after_help = "Examples:\n  mmsim bench\n  mmsim bench --accesses 2000000 --json bench.json")]
     Bench {
         /// Accesses per stream (4 to 2^50: the miss-heavy stream runs a quarter of them).
         #[arg(long, default_value_t = 20_000_000, value_parser = clap::value_parser!(u64).range(4..=(1u64 << 50)))]
@@ -97,7 +98,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Examples:\n  sudo mmsim trace record --out gcc.trace -- gcc -c traces/hello.c -o /tmp/hello.o\n  mmsim run traces/gcc-hello.toml   # replay a recorded trace")]
     Trace(TraceCmd),
     /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
     /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
@@ -141,6 +142,7 @@ enum Cmd {
         root: PathBuf,
     },
     /// List every scenario knob with its default, unit, description and source.
+    #[command(after_help = "Examples:\n  mmsim knobs\n  mmsim knobs --markdown > docs/knobs.md")]
     Knobs {
         /// Print as a Markdown table (docs/knobs.md is generated this way).
         #[arg(long)]

@@ -192,3 +192,17 @@ fn programmatic_threads_on_a_missing_cpu_are_an_error() {
     let e = mmsim::config::Config::with_threads(&["machine.cpus=2".into()], t).err().expect("an error");
     assert!(e.to_string().contains("CPU 3 does not exist"), "{e}");
 }
+
+/// bench, knobs and trace have examples in their --help; the top-level help lists each exit
+/// code once.
+#[test]
+fn help_pages_have_examples_and_exit_codes_once() {
+    for cmd in [&["bench", "--help"][..], &["knobs", "--help"], &["trace", "--help"]] {
+        let out = mmsim().args(cmd).output().unwrap();
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Examples:"), "{cmd:?}");
+    }
+    let out = mmsim().arg("--help").output().unwrap();
+    let h = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(h.matches("4 time limit").count(), 1, "{h}");
+    assert!(h.contains("7 the workload failed"), "{h}");
+}
