@@ -6,6 +6,7 @@ pub mod bench;
 pub mod check;
 pub mod config;
 pub mod engine;
+pub mod fuzz;
 pub mod hw;
 pub mod kernel;
 pub mod mm;

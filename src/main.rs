@@ -3,7 +3,8 @@
 //! Exit codes (one per failure class, as TigerBeetle's VOPR does):
 //! 0 success; 1 I/O or internal error; 2 usage or scenario error (names file:line:key);
 //! 3 invariant violation found; 4 liveness: the run hit run.max_sim_ms; 5 the host cannot be
-//! measured (validate); 6 validate ran but some case disagrees with the host.
+//! measured (validate); 6 validate ran but some case disagrees with the host; 7 the workload
+//! failed in the model (a task's SIGSEGV, OOM kill or failed exec: `workload error:` lines).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,10 +19,11 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_LIVENESS: u8 = 4;
 pub const EXIT_HOST: u8 = 5;
 pub const EXIT_DISAGREE: u8 = 6;
+pub const EXIT_WORKLOAD: u8 = 7;
 
 #[derive(Parser)]
 #[command(name = "mmsim", version, about = "A fast, deterministic simulator of Linux memory management and TLB flushing.",
-    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 4 time limit, 5 host cannot measure, 6 validate disagreement.")]
+    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 6 validate disagreement, 7 the workload failed (run).")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -70,9 +72,10 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Measure simulator speed against a speed-of-light loop.
+    #[command(after_help = "Examples:\n  mmsim bench\n  mmsim bench --accesses 2000000 --json bench.json")]
     Bench {
-        /// Accesses per stream.
-        #[arg(long, default_value_t = 20_000_000)]
+        /// Accesses per stream (4 to 2^50: the miss-heavy stream runs a quarter of them).
+        #[arg(long, default_value_t = 20_000_000, value_parser = clap::value_parser!(u64).range(4..=(1u64 << 50)))]
         accesses: u64,
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -93,7 +96,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
-    #[command(subcommand)]
+    #[command(subcommand, after_help = "Examples:\n  sudo mmsim trace record --out gcc.trace -- gcc -c traces/hello.c -o /tmp/hello.o\n  mmsim run traces/gcc-hello.toml   # replay a recorded trace")]
     Trace(TraceCmd),
     /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
     /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
@@ -102,8 +105,8 @@ enum Cmd {
         /// Seeds to run (1..=N), stopping at the first violation.
         #[arg(long, default_value_t = 100)]
         seeds: u64,
-        /// Run only this seed.
-        #[arg(long)]
+        /// Run only this seed (0 to 2^63-1, the range of run.seed; not with --seeds).
+        #[arg(long, conflicts_with = "seeds", value_parser = clap::value_parser!(u64).range(0..=(i64::MAX as u64)))]
         seed: Option<u64>,
         /// Switch on one fault-injection site.
         #[arg(long, value_name = "NAME")]
@@ -116,7 +119,28 @@ enum Cmd {
         #[arg(long)]
         no_structural: bool,
     },
+    /// Developer command: fuzz the scenario loader, op language, trace parser and generated
+    /// scenarios in-process; exit 3 if any case panics (docs/check.md, "Fuzzing").
+    #[command(after_help = "Examples:\n  mmsim fuzz --cases 10000\n  mmsim fuzz --seed 7 --seconds 60\n  mmsim fuzz --seed 7 --first 1234 --cases 1   # reproduce one case")]
+    Fuzz {
+        /// Cases to run.
+        #[arg(long, default_value_t = 1000)]
+        cases: u64,
+        /// The run's seed (each case's input is drawn from it and the case number).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// First case number (to reproduce one case).
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Stop after this many seconds of wall time.
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// Repository root holding scenarios/ and traces/ (the corpus).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
     /// List every scenario knob with its default, unit, description and source.
+    #[command(after_help = "Examples:\n  mmsim knobs\n  mmsim knobs --markdown > docs/knobs.md")]
     Knobs {
         /// Print as a Markdown table (docs/knobs.md is generated this way).
         #[arg(long)]
@@ -145,6 +169,7 @@ fn main() -> ExitCode {
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
+        Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));
             ExitCode::SUCCESS
@@ -157,7 +182,9 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Ok(c) => c,
         Err(e) => {
             eprintln!("mmsim: {e}");
-            return ExitCode::from(EXIT_USAGE);
+            // An unreadable scenario file is an I/O error (exit 1), as the README says.
+            let code = if matches!(e, config::ConfigError::Io { .. }) { EXIT_IO } else { EXIT_USAGE };
+            return ExitCode::from(code);
         }
     };
     if let Some(o) = &only {
@@ -188,6 +215,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Some("perf") => report.perf_stat(),
         Some("lock_stat") => report.proc_lock_stat(),
         Some("profile") => report.profile_report(),
+        Some("summary") => report.summary(),
         _ => report.human(),
     };
     print!("{text}");
@@ -197,8 +225,12 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_IO);
         }
     }
+    if !sim.workload_errors.is_empty() {
+        eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", sim.workload_errors.len());
+        return ExitCode::from(EXIT_WORKLOAD);
+    }
     if outcome == Outcome::TimeLimit {
-        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit);
+        eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated; raise the limit with --set run.max_sim_ms=N", limit);
         return ExitCode::from(EXIT_LIVENESS);
     }
     ExitCode::SUCCESS

@@ -4,8 +4,31 @@
 use std::io::Write;
 use std::path::Path;
 
-/// Write `contents` to `path` via a temporary file in the same directory and a rename.
+/// Write `contents` to `path`: atomically (a temporary file in the same directory and a
+/// rename) when `path` is a regular file or does not exist yet; through it otherwise. A symlink
+/// is followed (its target is written, atomically if that is a regular file), and a device, a
+/// FIFO or a socket is opened and written like `> path` would, so running as root with
+/// `--json /dev/stdout` or `--json /dev/full` never replaces the node (issue 16).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let target = std::fs::canonicalize(path)?;
+            return write_atomic(&target, contents);
+        }
+        Ok(m) if !m.file_type().is_file() => {
+            if m.is_dir() {
+                return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "is a directory"));
+            }
+            let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
+            return f.write_all(contents).and_then(|_| f.flush());
+        }
+        _ => {}
+    }
+    write_replace(path, contents)
+}
+
+/// The atomic path: a temporary file in the same directory, then a rename over `path`.
+fn write_replace(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file path"))?;
     let tmp = dir.join(format!(".{}.tmp.{}", name.to_string_lossy(), std::process::id()));

@@ -29,6 +29,8 @@ pub enum Outcome {
 impl Sim {
     /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
     pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
+        // Refuse a machine this host cannot hold before anything is allocated (issue 16).
+        crate::config::estimate::check(cfg)?;
         let mut sim = Sim::new(cfg);
         sim.start_kswapds();
         sim.hugetlb_init();
@@ -105,7 +107,12 @@ impl Sim {
 
     fn build_ops(&mut self, cfg: &Config) -> Result<(), ConfigError> {
         if cfg.threads.is_empty() {
-            return Err(ConfigError::key(&cfg.origin("workload.kind"), "workload.kind", "an 'ops' workload needs at least one [[workload.thread]]"));
+            // With workload.kind left at its default, name the scenario rather than `<default>:0`.
+            let origin = match cfg.raw("workload.kind") {
+                Some(_) => cfg.origin("workload.kind"),
+                None => crate::config::Origin { file: format!("{}.toml", cfg.name), line: 1 },
+            };
+            return Err(ConfigError::key(&origin, "workload.kind", "an 'ops' workload needs at least one [[workload.thread]] (the scenario has none)"));
         }
         let mut mms: std::collections::BTreeMap<u32, MmId> = Default::default();
         let mut tids = Vec::new();
@@ -236,7 +243,9 @@ impl Sim {
                             progress(self.cpus[ci].clock);
                         }
                         // step_cpu re-kicks the CPU if it has more to do.
-                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.all_done() {
+                        // A CPU past run.max_sim_ms goes back to the queue, where the limit
+                        // is checked: a lone thread that never waits would otherwise never pop.
+                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.cpus[ci].clock > self.p.max_sim_ns || self.all_done() {
                             break;
                         }
                         // Keep running here without a queue round trip.

@@ -261,7 +261,7 @@ impl Sim {
     }
 
     /// One recorded event of a traced task.
-    pub(crate) fn step_trace(&mut self, cpu: CpuId, t: Tid, mm: MmId, r: &mut ReplayTask) -> Result<StepResult, String> {
+    pub(crate) fn step_trace(&mut self, cpu: CpuId, _t: Tid, mm: MmId, r: &mut ReplayTask) -> Result<StepResult, String> {
         let trace = r.trace.clone();
         let Some(evs) = trace.tasks.get(&r.tid) else { return Ok(StepResult::Exit) };
         let Some(ev) = evs.get(r.pc) else { return Ok(StepResult::Exit) };
@@ -336,7 +336,7 @@ impl Sim {
                     ForkKind::Thread | ForkKind::Vfork => mm,
                 };
                 let ct = ReplayTask { trace: trace.clone(), tid: *child, pc: 0, brk: if *kind == ForkKind::Process { r.brk } else { None } };
-                let file = self.task(t).prog.as_ref().map(|p| p.file.clone()).unwrap_or_default();
+                let file = self.cfg.name.clone(); // the running task's program is out while it steps
                 let nt = self.new_task(*child, Some(cmm), cpu, None, crate::workload::vma::trace_prog(ct, &file));
                 let target = self.select_task_rq(nt);
                 self.task_mut(nt).cpu = target;
@@ -350,7 +350,7 @@ impl Sim {
                 let nmm = self.try_mm_alloc(cpu).ok_or_else(|| "exec: out of memory for a new mm".to_string())?;
                 self.replay_exec_layout(cpu, nmm, r.tid, &evs[r.pc..], layout);
                 let ct = ReplayTask { trace: trace.clone(), tid: r.tid, pc: r.pc, brk: None };
-                let file = self.task(t).prog.as_ref().map(|p| p.file.clone()).unwrap_or_default();
+                let file = self.cfg.name.clone(); // the running task's program is out while it steps
                 let nt = self.new_task(r.tid, Some(nmm), cpu, None, crate::workload::vma::trace_prog(ct, &file));
                 let now = self.now(cpu);
                 self.enqueue(cpu, nt, now);

@@ -10,6 +10,7 @@ pub mod knobs_check;
 pub mod knobs_numa;
 pub mod knobs_hugetlb;
 pub mod knobs_vma;
+pub mod estimate;
 pub mod presets;
 
 use std::collections::BTreeMap;
@@ -102,6 +103,10 @@ fn check_value(knob: &Knob, v: Value, origin: &Origin) -> Result<Value, ConfigEr
                 return bad(format!("{i} is out of range {min}..={max}{}", unit(knob)));
             }
             Ok(Value::Int(i))
+        }
+        // An integer written without a fraction but too big for i64 parses as a float.
+        (Kind::Int { min, max }, Value::Float(x)) if x.is_finite() && x.fract() == 0.0 => {
+            bad(format!("{x:.0} is out of range {min}..={max}{}", unit(knob)))
         }
         (Kind::Float { min, max }, v @ (Value::Float(_) | Value::Int(_))) => {
             let x = match v {
@@ -302,7 +307,15 @@ fn strsim(a: &str, b: &str) -> usize {
 pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Config, ConfigError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| ConfigError::Syntax {
         origin: Origin { file: file.to_string(), line: e.span().map(|s| line_of(text, s.start)).unwrap_or(1) },
-        msg: e.message().trim().to_string(),
+        msg: {
+            // toml_edit's "duplicate key" and similar messages do not name the key: add the
+            // text the error points at.
+            let m = e.message().trim().to_string();
+            match e.span().and_then(|sp| text.get(sp.clone())).map(str::trim).filter(|t| !t.is_empty() && !t.contains('\n')) {
+                Some(t) if !m.contains(t) => format!("{m} `{t}`"),
+                _ => m,
+            }
+        },
     })?;
     let mut l = Loader { file, text, values: BTreeMap::new(), threads: Vec::new() };
     l.table("", doc.as_table())?;
@@ -339,10 +352,13 @@ impl Config {
     pub fn with_threads(sets: &[String], threads: Vec<ThreadSpec>) -> Result<Config, ConfigError> {
         let mut c = load_str("<defaults>", "", sets)?;
         c.threads = threads;
+        // The threads' checks (a pinned CPU that does not exist) need the threads (found by
+        // `mmsim fuzz`: an index out of bounds in Sim::build).
+        c.check_consistency()?;
         Ok(c)
     }
 
-    fn raw(&self, key: &str) -> Option<&(Value, Origin)> {
+    pub(crate) fn raw(&self, key: &str) -> Option<&(Value, Origin)> {
         self.values.get(key)
     }
 
@@ -430,7 +446,9 @@ impl Config {
         ] {
             let (e, w) = (self.int(k), self.int(ways_key));
             if e % w != 0 {
-                return Err(ConfigError::key(&self.origin(k), k, format!("{e} entries cannot form {w}-way sets")));
+                // Blame whichever of the two the user set (the ways, if both or neither).
+                let blame = if self.raw(k).is_some() && self.raw(ways_key).is_none() { k } else { ways_key };
+                return Err(ConfigError::key(&self.origin(blame), blame, format!("{e} entries cannot form {w}-way sets")));
             }
         }
         for t in &self.threads {

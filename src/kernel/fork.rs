@@ -26,7 +26,14 @@ impl Sim {
         }
         for v in vmas {
             if let Some(av) = v.anon_vma {
-                self.anon_vmas[av as usize].mms.push(child);
+                // Several VMAs of one mm share an anon_vma after a split (mprotect, munmap of a
+                // middle part): list the child once, or rmap_walk() would visit its PTE twice and
+                // try_to_unmap() drop the mapping's reference twice. (The kernel's anon_vma_chain
+                // is per VMA, but its interval-tree walk finds each mapping once.)
+                let mms = &mut self.anon_vmas[av as usize].mms;
+                if !mms.contains(&child) {
+                    mms.push(child);
+                }
             }
             if let Backing::File { file, .. } = v.backing {
                 self.files[file.0 as usize].i_mmap.push((child, v.start));

@@ -182,6 +182,14 @@ impl Report {
         lock_stat::format_profile(&self.profile, &self.scenario)
     }
 
+    /// `--only summary`: the scenario, seed, outcome, workload errors and the one-line totals
+    /// (the head of `human()`, before the /proc files).
+    pub fn summary(&self) -> String {
+        let h = self.human();
+        let head = h.split("==> /proc/interrupts <==").next().unwrap_or("");
+        format!("{}\n", head.trim_end())
+    }
+
     /// Everything a person reads after `mmsim run`.
     pub fn human(&self) -> String {
         let mut s = String::new();

@@ -88,7 +88,12 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
         let op = match w[0] {
             "mmap" => {
                 want(3, "mmap NAME PAGES [anon|file:F] [private|shared] [prot=..] [at=0x..]")?;
-                let pages: u64 = w[2].parse().ok().filter(|&p| p > 0 && p < (1 << 36)).ok_or_else(|| err(format!("'{}': PAGES must be a positive integer", w[2])))?;
+                let pages: u64 = match w[2].parse::<u64>() {
+                    Ok(p) if p > 0 && p < (1 << 36) => p,
+                    // 2^36 pages = 256 TiB: more than x86-64's 128 TiB user address space.
+                    Ok(p) if p > 0 => return Err(err(format!("'{p}': PAGES must be below 2^36 (256 TiB, beyond the 128 TiB user address space)"))),
+                    _ => return Err(err(format!("'{}': PAGES must be a positive integer", w[2]))),
+                };
                 let (mut file, mut shared, mut prot, mut at, mut sparse) = (None, false, Prot::ReadWrite, None, false);
                 for opt in &w[3..] {
                     if *opt == "anon" {
