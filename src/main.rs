@@ -225,8 +225,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_IO);
         }
     }
-    if !sim.workload_errors.is_empty() {
-        eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", sim.workload_errors.len());
+    if !report.errors.is_empty() {
+        eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", report.errors.len());
         return ExitCode::from(EXIT_WORKLOAD);
     }
     if outcome == Outcome::TimeLimit {
