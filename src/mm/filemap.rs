@@ -27,10 +27,9 @@ impl Sim {
                 self.files.len() - 1
             }
         };
-        let f = &mut self.files[id];
-        if (f.pages.len() as u64) < pages {
-            f.pages.resize(pages as usize, None);
-        }
+        // The page cache's slots grow as pages are faulted in (filemap_fault), not with the
+        // mapping: a sparse 256 TiB file costs nothing until it is read.
+        let _ = pages;
         FileId(id as u32)
     }
 
@@ -44,6 +43,12 @@ impl Sim {
     }
 
     fn filemap_fault_body(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Result<Pfn, FaultError> {
+        // The page cache is a flat vector of slots: refuse offsets it could not index within
+        // the host's means (64 slots per simulated frame, at least 2^20), as a fault error.
+        let limit = (self.frames.len() as u64 * 64).max(1 << 20);
+        if pgoff >= limit {
+            return Err(FaultError::Segv(Box::new(format!("file offset {pgoff} pages is beyond what mmsim's page cache indexes on this machine ({limit} pages)"))));
+        }
         if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
             return Ok(pfn);
         }
