@@ -45,9 +45,12 @@ enum Cmd {
         /// Print only one section: interrupts, vmstat, meminfo, perf or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
+        /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) after the scenario, before --set.
+        #[arg(long, value_name = "FILE")]
+        cost_profile: Option<PathBuf>,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
-    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 6 page counts).\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host")]
+    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Validate {
         /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow.
         #[arg(long)]
@@ -62,7 +65,7 @@ enum Cmd {
         #[arg(long)]
         remote: Option<String>,
         /// Host repetitions per case; the one with the fewest interrupts counts (noise only adds).
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         repeats: u32,
         /// Only run the simulator side.
         #[arg(long)]
@@ -70,6 +73,9 @@ enum Cmd {
         /// Write {"cases": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) to the simulated side.
+        #[arg(long, value_name = "FILE")]
+        cost_profile: Option<PathBuf>,
     },
     /// Measure simulator speed against a speed-of-light loop.
     Bench {
@@ -141,8 +147,8 @@ enum TraceCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
-        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
+        Cmd::Run { scenario, set, json, only, cost_profile } => cmd_run(scenario, set, json, only, cost_profile),
+        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
@@ -154,8 +160,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>) -> ExitCode {
-    let cfg = match config::load(&scenario, &set) {
+fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>, cost_profile: Option<PathBuf>) -> ExitCode {
+    let cfg = match config::load_profiled(&scenario, cost_profile.as_deref(), &set) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mmsim: {e}");

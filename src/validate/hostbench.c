@@ -27,6 +27,9 @@
  *                          spinning thread actually ran (its CPU clock, which excludes steal
  *                          time, over wall time); well below 1, CPU 1 was taken by another task
  *                          or by the hypervisor, and shootdowns were lost
+ *   remote_steal=S         REMOTE=spin only: steal time of CPU 1 over the measurement, in
+ *                          USER_HZ ticks of /proc/stat; S > 0: the hypervisor preempted that
+ *                          vCPU, and kvm_flush_tlb_multi() skips a preempted vCPU
  * Any failure: message on stderr, exit status 1 (2 for a usage error).
  *
  * Five warm-up iterations run before the counters are read (environment HOSTBENCH_WARMUP=n
@@ -274,6 +277,28 @@ static long remote_nivcsw(void)
     if (v < 0)
         die("no nonvoluntary_ctxt_switches in %s", path);
     return v;
+}
+
+/* Steal time of `cpu` so far (the 8th value of its /proc/stat line), in USER_HZ ticks. */
+static unsigned long long cpu_steal(int cpu)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        DIE_ERRNO("fopen(/proc/stat)");
+    char line[512], want[32];
+    snprintf(want, sizeof(want), "cpu%d ", cpu);
+    unsigned long long v[8] = {0};
+    int found = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, want, strlen(want)) == 0) {
+            found = sscanf(line + strlen(want), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                           &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8;
+            break;
+        }
+    }
+    if (fclose(f) != 0)
+        DIE_ERRNO("fclose(/proc/stat)");
+    return found ? v[7] : 0;
 }
 
 static void remote_start(enum remote r)
@@ -708,6 +733,7 @@ int main(int argc, char **argv)
         one_iter((enum op)op);
 
     long nivcsw0 = remote_nivcsw();
+    unsigned long long steal0 = remote == R_SPIN ? cpu_steal(1) : 0;
     uint64_t cpu0 = remote_cpu_ns(remote), w0 = now_ns();
     if (read_tlb(before) != ncpu)
         die("CPU count of /proc/interrupts changed");
@@ -719,6 +745,7 @@ int main(int argc, char **argv)
         die("CPU count of /proc/interrupts changed");
     uint64_t cpu1 = remote_cpu_ns(remote), w1 = now_ns();
     long nivcsw = remote_nivcsw() - nivcsw0;
+    unsigned long long steal = remote == R_SPIN ? cpu_steal(1) - steal0 : 0;
     /* Share of the measurement the spinning thread really ran (steal time excluded). */
     double oncpu = remote == R_SPIN && w1 > w0 ? (double)(cpu1 - cpu0) / (double)(w1 - w0) : 0.0;
 
@@ -734,7 +761,7 @@ int main(int argc, char **argv)
            (unsigned long long)(t1 - t0), iters, npages, page_size,
            (unsigned long long)place, nivcsw, atomic_load(&remote_rt));
     if (remote == R_SPIN)
-        printf(" remote_oncpu=%.4f", oncpu);
+        printf(" remote_oncpu=%.4f remote_steal=%llu", oncpu, steal);
     printf("\n");
     if (fflush(stdout) != 0 || ferror(stdout))
         die("writing stdout failed");
