@@ -77,6 +77,16 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
     },
+    /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
+    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling) and block I/O costs (only if FILEDIR is on a disk), each the minimum of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
+    Calibrate {
+        /// Write the profile here (atomically); without it, print it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Directory on a disk file system for the block-I/O test (default /var/tmp).
+        #[arg(long, value_name = "DIR")]
+        filedir: Option<PathBuf>,
+    },
     /// Measure simulator speed against a speed-of-light loop.
     Bench {
         /// Accesses per stream.
@@ -149,6 +159,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Run { scenario, set, json, only, cost_profile } => cmd_run(scenario, set, json, only, cost_profile),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
+        Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),

@@ -314,14 +314,19 @@ impl HostBench {
     /// Write `hostbench.c` to a fresh temporary directory and compile it with
     /// `$CC -O2 -pthread` (`cc` if `$CC` is unset or empty).
     pub fn build() -> Result<Self, HostError> {
+        Self::build_named("hostbench", HOSTBENCH_C)
+    }
+
+    /// Compile another C program (`name`.c with `source`) the same way (`mmsim calibrate`).
+    pub(crate) fn build_named(name: &str, source: &str) -> Result<Self, HostError> {
         let dir = unique_temp_dir().map_err(|e| HostError::Build(format!("temp dir: {e}")))?;
         // From here on, `bench` owns the directory and removes it on every error path.
         let bench = HostBench {
-            bin: dir.join("hostbench"),
+            bin: dir.join(name),
             dir,
         };
-        let src = bench.dir.join("hostbench.c");
-        fs::write(&src, HOSTBENCH_C)
+        let src = bench.dir.join(format!("{name}.c"));
+        fs::write(&src, source)
             .map_err(|e| HostError::Build(format!("writing {}: {e}", src.display())))?;
         let cc = std::env::var("CC").ok().filter(|s| !s.trim().is_empty());
         let cc = cc.unwrap_or_else(|| "cc".to_string());

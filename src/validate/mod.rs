@@ -5,6 +5,7 @@
 //! ([`sim`]) on a machine with the host's CPU count and default costs. Agreement: within 10%, or
 //! within 0.1 per op where the host figure is below 1. Nothing in the model is fitted per case:
 //! the figures come from which paths flush, batch sizes and lazy-TLB skipping.
+pub mod calibrate;
 pub mod case;
 pub mod host;
 pub mod sim;
