@@ -30,6 +30,9 @@
  *   remote_steal=S         REMOTE=spin only: steal time of CPU 1 over the measurement, in
  *                          USER_HZ ticks of /proc/stat; S > 0: the hypervisor preempted that
  *                          vCPU, and kvm_flush_tlb_multi() skips a preempted vCPU
+ *   bg_tlb=B bg_ns=W       TLB interrupts (all CPUs) counted while this process slept for W ns
+ *                          (min(elapsed, 200 ms)) right after the measurement: the background
+ *                          rate of other processes' shootdowns, which the counts include
  * Any failure: message on stderr, exit status 1 (2 for a usage error).
  *
  * Five warm-up iterations run before the counters are read (environment HOSTBENCH_WARMUP=n
@@ -744,6 +747,18 @@ int main(int argc, char **argv)
     if (read_tlb(after) != ncpu)
         die("CPU count of /proc/interrupts changed");
     uint64_t cpu1 = remote_cpu_ns(remote), w1 = now_ns();
+    /* Background: the same counter while we sleep (other processes' flushes). */
+    static uint64_t bg0[MAX_CPUS], bg1[MAX_CPUS];
+    uint64_t bg_want = t1 - t0 < 200000000u ? t1 - t0 : 200000000u;
+    read_tlb(bg0);
+    uint64_t b0 = now_ns();
+    struct timespec bts = {(time_t)(bg_want / 1000000000u), (long)(bg_want % 1000000000u)};
+    while (nanosleep(&bts, &bts) != 0 && errno == EINTR)
+        ;
+    read_tlb(bg1);
+    uint64_t bg_ns = now_ns() - b0, bg_tlb = 0;
+    for (int c = 0; c < ncpu; c++)
+        bg_tlb += bg1[c] - bg0[c];
     long nivcsw = remote_nivcsw() - nivcsw0;
     unsigned long long steal = remote == R_SPIN ? cpu_steal(1) - steal0 : 0;
     /* Share of the measurement the spinning thread really ran (steal time excluded). */
@@ -762,7 +777,7 @@ int main(int argc, char **argv)
            (unsigned long long)place, nivcsw, atomic_load(&remote_rt));
     if (remote == R_SPIN)
         printf(" remote_oncpu=%.4f remote_steal=%llu", oncpu, steal);
-    printf("\n");
+    printf(" bg_tlb=%llu bg_ns=%llu\n", (unsigned long long)bg_tlb, (unsigned long long)bg_ns);
     if (fflush(stdout) != 0 || ferror(stdout))
         die("writing stdout failed");
     return 0; /* atexit removes the data file */
