@@ -67,3 +67,19 @@ fn a_bad_cost_profile_names_its_file_line_and_key() {
         assert!(err.contains(&format!("{}:3: cost.fault_nss: unknown key", prof.display())), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn every_shipped_cost_profile_applies_to_a_scenario() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut n = 0;
+    for entry in std::fs::read_dir(root.join("scenarios/profiles")).unwrap() {
+        let prof = entry.unwrap().path();
+        let base = mmsim::config::load(&root.join("scenarios/munmap-storm.toml"), &[]).unwrap();
+        let c = mmsim::config::load_profiled(&root.join("scenarios/munmap-storm.toml"), Some(&prof), &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(c.float("cost.syscall_ns"), base.float("cost.syscall_ns"), "{}", prof.display());
+        let o = mmsim().current_dir(root).args(["run", "scenarios/munmap-storm.toml", "--only", "summary", "--cost-profile"]).arg(&prof).output().unwrap();
+        assert!(o.status.success(), "{}: {}", prof.display(), String::from_utf8_lossy(&o.stderr));
+        n += 1;
+    }
+    assert!(n >= 1);
+}

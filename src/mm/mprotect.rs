@@ -31,7 +31,7 @@ pub fn can_change_pte_writable(vma: &Vma, pte: Pte, f: &Frame) -> bool {
 
 impl Sim {
     pub fn do_mprotect(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
-        self.charge_sys(cpu, self.p.vma_op_ns);
+        self.charge_sys(cpu, self.p.mprotect_ns);
         self.find_vma(cpu, mm, start); // do_mprotect_pkey() (mm/vmacache.rs)
         let end = start + pages;
         self.split_vma_at(mm, start);

@@ -173,6 +173,27 @@ static double bench_mmap_pair(void)
     return best;
 }
 
+/* ---- mprotect of one populated page, RO then RW, no sibling: per call */
+static double bench_mprotect_call(void)
+{
+    char *p = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    p[0] = 1;
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 20000;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            mprotect(p, PG, PROT_READ);
+            mprotect(p, PG, PROT_READ | PROT_WRITE);
+        }
+        best = min_d(best, (double)(now_ns() - t0) / (2.0 * n));
+    }
+    munmap(p, PG);
+    return best;
+}
+
 /* ---- IPI round trip: mprotect(RO)+mprotect(RW)+write of one page, with a thread of the same
  * mm spinning on CPU 1 (a flush IPI per iteration, counted on the TLB: line) minus the same with
  * a *separate process* spinning on CPU 1 (same competition for the core, e.g. an SMT sibling,
@@ -379,6 +400,7 @@ int main(int argc, char **argv)
     bench_fault(&f, &m, &u);
     printf("fault_touch=%.2f\nmprotect_per_page=%.2f\nmunmap_per_page=%.2f\n", f, m, u);
     printf("mmap_munmap_pair=%.2f\n", bench_mmap_pair());
+    printf("mprotect_call=%.2f\n", bench_mprotect_call());
     double alone, with;
     uint64_t ipis;
     int iters;

@@ -56,6 +56,8 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
     put("pte_update_ns", mprot.max(0.1), format!("mprotect(PROT_READ) of 8192 populated pages: {mprot:.1} ns per page (change_pte_range)"));
     let pair = f("mmap_munmap_pair")?;
     put("vma_op_ns", ((pair - 2.0 * syscall) / 2.0).max(1.0), format!("mmap+munmap of one untouched page: {pair:.0} ns, minus 2 syscalls, halved"));
+    let mcall = f("mprotect_call")?;
+    put("mprotect_ns", (mcall - syscall - mprot).max(1.0), format!("mprotect RO then RW of one populated page, no sibling: {mcall:.0} ns per call, minus a syscall and one PTE update"));
     let fork = f("fork")?;
     put("fork_ns", fork, format!("parent's time in fork() of a small process: {fork:.0} ns"));
     let exit_wait = f("exit_wait")?;
@@ -162,7 +164,7 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
 mod tests {
     use super::*;
 
-    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
+    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
 
     #[test]
     fn derived_profile_parses_and_changes_the_costs() {
@@ -170,6 +172,7 @@ mod tests {
         let get = |k: &str| d.iter().find(|x| x.key == k).unwrap().value;
         assert_eq!(get("fault_ns"), 4500.0 - 640.0 - 150.0);
         assert_eq!(get("vma_op_ns"), (9800.0 - 800.0) / 2.0);
+        assert_eq!(get("mprotect_ns"), 1530.0 - 400.0 - 130.0);
         assert_eq!(get("ipi_deliver_ns"), 2000.0);
         assert!(notes.iter().any(|n| n.contains("block I/O not measured")));
         let text = profile_text("6.18", "2026-11-23", &d, &notes);
