@@ -45,9 +45,12 @@ enum Cmd {
         /// Print only one section: interrupts, vmstat, meminfo, perf, lock_stat, profile or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
+        /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) after the scenario, before --set.
+        #[arg(long, value_name = "FILE")]
+        cost_profile: Option<PathBuf>,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
-    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 6 page counts).\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host")]
+    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Validate {
         /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow.
         #[arg(long)]
@@ -62,7 +65,7 @@ enum Cmd {
         #[arg(long)]
         remote: Option<String>,
         /// Host repetitions per case; the one with the fewest interrupts counts (noise only adds).
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         repeats: u32,
         /// Only run the simulator side.
         #[arg(long)]
@@ -70,6 +73,19 @@ enum Cmd {
         /// Write {"cases": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) to the simulated side.
+        #[arg(long, value_name = "FILE")]
+        cost_profile: Option<PathBuf>,
+    },
+    /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
+    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling) and block I/O costs (only if FILEDIR is on a disk), each the minimum of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
+    Calibrate {
+        /// Write the profile here (atomically); without it, print it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Directory on a disk file system for the block-I/O test (default /var/tmp).
+        #[arg(long, value_name = "DIR")]
+        filedir: Option<PathBuf>,
     },
     /// Measure simulator speed against a speed-of-light loop.
     #[command(after_help = "Examples:\n  mmsim bench\n  mmsim bench --accesses 2000000 --json bench.json")]
@@ -163,8 +179,9 @@ enum TraceCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
-        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
+        Cmd::Run { scenario, set, json, only, cost_profile } => cmd_run(scenario, set, json, only, cost_profile),
+        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
+        Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
@@ -177,8 +194,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>) -> ExitCode {
-    let cfg = match config::load(&scenario, &set) {
+fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>, cost_profile: Option<PathBuf>) -> ExitCode {
+    let cfg = match config::load_profiled(&scenario, cost_profile.as_deref(), &set) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mmsim: {e}");

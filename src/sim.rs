@@ -314,6 +314,8 @@ pub struct Params {
     pub clear_page_ns: f64,
     pub copy_page_ns: f64,
     pub vma_op_ns: f64,
+    /// mprotect()'s VMA work per call (cost.mprotect_ns).
+    pub mprotect_ns: f64,
     pub fork_ns: f64,
     pub exit_ns: f64,
     pub context_switch_ns: f64,
@@ -396,6 +398,7 @@ impl Params {
             clear_page_ns: PAGE_SIZE as f64 / c.float("cost.clear_page_bytes_per_ns"),
             copy_page_ns: PAGE_SIZE as f64 / c.float("cost.copy_page_bytes_per_ns"),
             vma_op_ns: c.float("cost.vma_op_ns"),
+            mprotect_ns: c.float("cost.mprotect_ns"),
             fork_ns: c.float("cost.fork_ns"),
             exit_ns: c.float("cost.exit_ns"),
             context_switch_ns: c.float("cost.context_switch_ns"),

@@ -101,6 +101,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("cost.clear_page_bytes_per_ns", float(0.01, 1e4), "20", "B/ns", "clear_page speed (4096 B / this = ns per page clear).", "rep stosb ~20 GB/s"),
     knob!("cost.copy_page_bytes_per_ns", float(0.01, 1e4), "10", "B/ns", "copy_page speed within a node (COW, migration).", "rep movsb ~10 GB/s"),
     knob!("cost.vma_op_ns", float(0.0, 1e9), "500", "ns", "mmap/munmap/mprotect VMA-tree work (find, split, merge, insert) per syscall.", "lmbench mmap latency minus page work"),
+    knob!("cost.mprotect_ns", float(0.0, 1e9), "500", "ns", "mprotect()'s VMA work (find_vma, split/merge checks, vma_set_page_prot) per call, excluding per-PTE work. Before this knob mprotect paid cost.vma_op_ns; mmap/munmap also search a gap and allocate/free a VMA, which mprotect of a whole VMA does not.", "default = cost.vma_op_ns's (no published figure apart); `mmsim calibrate` measures it: mprotect RO/RW of one page, per call, minus a syscall"),
     knob!("cost.fork_ns", float(0.0, 1e10), "30000", "ns", "fork()/clone of a process, excluding per-PTE copy work.", "lmbench fork ~30-100 us (mostly exec-less)"),
     knob!("cost.exit_ns", float(0.0, 1e10), "10000", "ns", "exit() of a process, excluding the unmap of its memory.", "lmbench"),
     knob!("cost.context_switch_ns", float(0.0, 1e9), "1000", "ns", "A context switch, excluding any TLB flush it triggers.", "lmbench lat_ctx 2p/0K: ~1-2 us"),

@@ -12,6 +12,7 @@ pub mod knobs_hugetlb;
 pub mod knobs_vma;
 pub mod estimate;
 pub mod presets;
+pub mod profile;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -305,6 +306,12 @@ fn strsim(a: &str, b: &str) -> usize {
 
 /// Load a scenario from TOML text, then apply `--set key=value` overrides (in order).
 pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Config, ConfigError> {
+    load_str_profiled(file, text, None, sets)
+}
+
+/// As [`load_str`], with a cost profile `(file name, TOML text)` applied after the scenario and
+/// before `--set` (see [`profile`]).
+pub fn load_str_profiled(file: &str, text: &str, cost_profile: Option<(&str, &str)>, sets: &[String]) -> Result<Config, ConfigError> {
     let doc = toml_edit::Document::parse(text).map_err(|e| ConfigError::Syntax {
         origin: Origin { file: file.to_string(), line: e.span().map(|s| line_of(text, s.start)).unwrap_or(1) },
         msg: {
@@ -320,6 +327,9 @@ pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Config, Confi
     let mut l = Loader { file, text, values: BTreeMap::new(), threads: Vec::new() };
     l.table("", doc.as_table())?;
     let (mut values, threads) = (l.values, l.threads);
+    if let Some((pf, pt)) = cost_profile {
+        profile::apply(&mut values, pf, pt)?;
+    }
     for (i, s) in sets.iter().enumerate() {
         let origin = Origin { file: "--set".to_string(), line: i + 1 };
         let (k, v) = s
@@ -334,6 +344,21 @@ pub fn load_str(file: &str, text: &str, sets: &[String]) -> Result<Config, Confi
     let cfg = Config { values, threads, name };
     cfg.check_consistency()?;
     Ok(cfg)
+}
+
+/// As [`load`], with the cost profile read from `cost_profile` (`--cost-profile F`).
+pub fn load_profiled(path: &Path, cost_profile: Option<&Path>, sets: &[String]) -> Result<Config, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Io { file: file.clone(), msg: e.to_string() })?;
+    let prof = match cost_profile {
+        None => None,
+        Some(p) => {
+            let pf = p.display().to_string();
+            let pt = std::fs::read_to_string(p).map_err(|e| ConfigError::Io { file: pf.clone(), msg: e.to_string() })?;
+            Some((pf, pt))
+        }
+    };
+    load_str_profiled(&file, &text, prof.as_ref().map(|(f, t)| (f.as_str(), t.as_str())), sets)
 }
 
 pub fn load(path: &Path, sets: &[String]) -> Result<Config, ConfigError> {
@@ -355,6 +380,14 @@ impl Config {
         // The threads' checks (a pinned CPU that does not exist) need the threads (found by
         // `mmsim fuzz`: an index out of bounds in Sim::build).
         c.check_consistency()?;
+        Ok(c)
+    }
+
+    /// As [`Config::with_threads`], with a cost profile `(file name, TOML text)` applied
+    /// before `sets`.
+    pub fn with_profile(cost_profile: Option<(&str, &str)>, sets: &[String], threads: Vec<ThreadSpec>) -> Result<Config, ConfigError> {
+        let mut c = load_str_profiled("<defaults>", "", cost_profile, sets)?;
+        c.threads = threads;
         Ok(c)
     }
 

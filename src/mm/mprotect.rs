@@ -44,7 +44,7 @@ impl Sim {
     }
 
     fn do_mprotect_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
-        self.charge_sys(cpu, self.p.vma_op_ns);
+        self.charge_sys(cpu, self.p.mprotect_ns);
         self.find_vma(cpu, mm, start); // do_mprotect_pkey() (mm/vmacache.rs)
         let end = start + pages;
         self.split_vma_at(mm, start);

@@ -27,6 +27,12 @@
  *                          spinning thread actually ran (its CPU clock, which excludes steal
  *                          time, over wall time); well below 1, CPU 1 was taken by another task
  *                          or by the hypervisor, and shootdowns were lost
+ *   remote_steal=S         REMOTE=spin only: steal time of CPU 1 over the measurement, in
+ *                          USER_HZ ticks of /proc/stat; S > 0: the hypervisor preempted that
+ *                          vCPU, and kvm_flush_tlb_multi() skips a preempted vCPU
+ *   bg_tlb=B bg_ns=W       TLB interrupts (all CPUs) counted while this process slept for W ns
+ *                          (min(elapsed, 200 ms)) right after the measurement: the background
+ *                          rate of other processes' shootdowns, which the counts include
  * Any failure: message on stderr, exit status 1 (2 for a usage error).
  *
  * Five warm-up iterations run before the counters are read (environment HOSTBENCH_WARMUP=n
@@ -274,6 +280,28 @@ static long remote_nivcsw(void)
     if (v < 0)
         die("no nonvoluntary_ctxt_switches in %s", path);
     return v;
+}
+
+/* Steal time of `cpu` so far (the 8th value of its /proc/stat line), in USER_HZ ticks. */
+static unsigned long long cpu_steal(int cpu)
+{
+    FILE *f = fopen("/proc/stat", "re");
+    if (!f)
+        DIE_ERRNO("fopen(/proc/stat)");
+    char line[512], want[32];
+    snprintf(want, sizeof(want), "cpu%d ", cpu);
+    unsigned long long v[8] = {0};
+    int found = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, want, strlen(want)) == 0) {
+            found = sscanf(line + strlen(want), "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                           &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8;
+            break;
+        }
+    }
+    if (fclose(f) != 0)
+        DIE_ERRNO("fclose(/proc/stat)");
+    return found ? v[7] : 0;
 }
 
 static void remote_start(enum remote r)
@@ -708,6 +736,7 @@ int main(int argc, char **argv)
         one_iter((enum op)op);
 
     long nivcsw0 = remote_nivcsw();
+    unsigned long long steal0 = remote == R_SPIN ? cpu_steal(1) : 0;
     uint64_t cpu0 = remote_cpu_ns(remote), w0 = now_ns();
     if (read_tlb(before) != ncpu)
         die("CPU count of /proc/interrupts changed");
@@ -718,7 +747,20 @@ int main(int argc, char **argv)
     if (read_tlb(after) != ncpu)
         die("CPU count of /proc/interrupts changed");
     uint64_t cpu1 = remote_cpu_ns(remote), w1 = now_ns();
+    /* Background: the same counter while we sleep (other processes' flushes). */
+    static uint64_t bg0[MAX_CPUS], bg1[MAX_CPUS];
+    uint64_t bg_want = t1 - t0 < 200000000u ? t1 - t0 : 200000000u;
+    read_tlb(bg0);
+    uint64_t b0 = now_ns();
+    struct timespec bts = {(time_t)(bg_want / 1000000000u), (long)(bg_want % 1000000000u)};
+    while (nanosleep(&bts, &bts) != 0 && errno == EINTR)
+        ;
+    read_tlb(bg1);
+    uint64_t bg_ns = now_ns() - b0, bg_tlb = 0;
+    for (int c = 0; c < ncpu; c++)
+        bg_tlb += bg1[c] - bg0[c];
     long nivcsw = remote_nivcsw() - nivcsw0;
+    unsigned long long steal = remote == R_SPIN ? cpu_steal(1) - steal0 : 0;
     /* Share of the measurement the spinning thread really ran (steal time excluded). */
     double oncpu = remote == R_SPIN && w1 > w0 ? (double)(cpu1 - cpu0) / (double)(w1 - w0) : 0.0;
 
@@ -734,8 +776,8 @@ int main(int argc, char **argv)
            (unsigned long long)(t1 - t0), iters, npages, page_size,
            (unsigned long long)place, nivcsw, atomic_load(&remote_rt));
     if (remote == R_SPIN)
-        printf(" remote_oncpu=%.4f", oncpu);
-    printf("\n");
+        printf(" remote_oncpu=%.4f remote_steal=%llu", oncpu, steal);
+    printf(" bg_tlb=%llu bg_ns=%llu\n", (unsigned long long)bg_tlb, (unsigned long long)bg_ns);
     if (fflush(stdout) != 0 || ferror(stdout))
         die("writing stdout failed");
     return 0; /* atexit removes the data file */

@@ -5,6 +5,7 @@
 //! ([`sim`]) on a machine with the host's CPU count and default costs. Agreement: within 10%, or
 //! within 0.1 per op where the host figure is below 1. Nothing in the model is fitted per case:
 //! the figures come from which paths flush, batch sizes and lazy-TLB skipping.
+pub mod calibrate;
 pub mod case;
 pub mod host;
 pub mod sim;
@@ -34,12 +35,30 @@ pub struct CaseResult {
     pub remote: String,
     pub host_per_op: Option<f64>,
     pub sim_per_op: f64,
+    /// Shootdowns agree (`agrees`); None: no host figure, or the host was too noisy.
     pub agree: Option<bool>,
+    /// Host wall time per op: the lowest over the undisturbed repeats (noise only adds time).
+    pub host_ns_per_op: Option<f64>,
+    /// Simulated time per op on the CPU doing the ops (difference of two runs, as the counts).
+    pub sim_ns_per_op: f64,
+    /// Time per op within `TIME_TOLERANCE` of the host's (reported; does not set the exit code).
+    pub time_agree: Option<bool>,
+    /// The host was too disturbed to tell (every repeat lost CPU 1, or the undisturbed repeats
+    /// disagreed with each other, after re-measuring): not a disagreement.
+    pub host_noisy: bool,
+}
+
+/// Time-per-op agreement: within 25% of the host's figure (issue 11, item 6).
+pub const TIME_TOLERANCE: f64 = 0.25;
+
+pub fn time_agrees(host_ns: f64, sim_ns: f64) -> bool {
+    (host_ns - sim_ns).abs() <= TIME_TOLERANCE * host_ns
 }
 
 #[derive(Serialize)]
 struct Out {
     host_kernel: Option<String>,
+    cost_profile: Option<String>,
     cases: Vec<CaseResult>,
 }
 
@@ -66,6 +85,32 @@ const EXIT_DISAGREE: u8 = 6;
 
 #[allow(clippy::too_many_arguments)]
 pub fn cli(op: Option<String>, pages: Option<u32>, iters: Option<u32>, remote: Option<String>, repeats: u32, sim_only: bool, json: Option<PathBuf>) -> ExitCode {
+    cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, None)
+}
+
+/// `mmsim validate` with an optional cost profile (`--cost-profile F`, a TOML file with a
+/// `[cost]` table) applied to every simulated case.
+#[allow(clippy::too_many_arguments)]
+pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u32>, remote: Option<String>, repeats: u32, sim_only: bool, json: Option<PathBuf>, profile: Option<PathBuf>) -> ExitCode {
+    if repeats == 0 {
+        eprintln!("mmsim validate: --repeats must be at least 1");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let profile_text = match &profile {
+        None => None,
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => Some((p.display().to_string(), t)),
+            Err(e) => {
+                eprintln!("mmsim validate: {}: {e}", p.display());
+                return ExitCode::from(EXIT_USAGE);
+            }
+        },
+    };
+    let prof = profile_text.as_ref().map(|(f, t)| (f.as_str(), t.as_str()));
+    if let Err(e) = crate::config::Config::with_profile(prof, &[], Vec::new()) {
+        eprintln!("mmsim validate: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let cases = match (op, pages) {
         (Some(op), pages) => {
             let op: Op = match op.parse() {
@@ -124,21 +169,24 @@ pub fn cli(op: Option<String>, pages: Option<u32>, iters: Option<u32>, remote: O
     if let Some(i) = &info {
         println!("host: Linux {} with {} CPUs; simulated: preset linux-6.18 with {} CPUs\n", i.kernel, i.cpus, cpus);
     }
-    println!("{:<14} {:>6} {:>6} {:>6} {:>12} {:>12} {:>6}", "op", "pages", "iters", "remote", "host/op", "sim/op", "agree");
+    if let Some(p) = &profile {
+        println!("cost profile: {}\n", p.display());
+    }
+    println!("{:<14} {:>6} {:>6} {:>6} {:>9} {:>9} {:>6} {:>11} {:>11} {:>5}", "op", "pages", "iters", "remote", "host/op", "sim/op", "agree", "host ns/op", "sim ns/op", "±25%");
     let bar = indicatif::ProgressBar::new(cases.len() as u64);
     let mut results = Vec::new();
     let mut all_agree = true;
     for c in &cases {
-        let (sim, _) = match sim::run(c, cpus) {
+        let (sim, sim_ns) = match sim::run_with_profile(c, cpus, prof) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("mmsim validate: simulator bug: {e}");
                 return ExitCode::from(1);
             }
         };
-        let host = match &bench {
-            Some(b) => match b.run(c, repeats) {
-                Ok(r) => Some(r.shootdowns_per_op),
+        let hr = match &bench {
+            Some(b) => match b.measure(c, repeats, Some(sim)) {
+                Ok(r) => Some(r),
                 Err(e) => {
                     eprintln!("mmsim validate: {}: {e}", c.op);
                     return ExitCode::from(EXIT_HOST);
@@ -146,13 +194,17 @@ pub fn cli(op: Option<String>, pages: Option<u32>, iters: Option<u32>, remote: O
             },
             None => None,
         };
-        let agree = host.map(|h| agrees(h, sim));
+        let host = hr.as_ref().map(|r| r.shootdowns_per_op);
+        let host_ns = hr.as_ref().map(|r| r.ns_per_op);
+        let noisy = hr.as_ref().is_some_and(|r| r.noisy);
+        let agree = if noisy { None } else { host.map(|h| agrees(h, sim)) };
+        let time_agree = host_ns.map(|h| time_agrees(h, sim_ns));
         if agree == Some(false) {
             all_agree = false;
         }
         bar.suspend(|| {
             println!(
-                "{:<14} {:>6} {:>6} {:>6} {:>12} {:>12.3} {:>6}",
+                "{:<14} {:>6} {:>6} {:>6} {:>9} {:>9.3} {:>6} {:>11} {:>11.0} {:>5}",
                 c.op.name(),
                 c.pages,
                 c.iters,
@@ -162,20 +214,34 @@ pub fn cli(op: Option<String>, pages: Option<u32>, iters: Option<u32>, remote: O
                 match agree {
                     Some(true) => "yes",
                     Some(false) => "NO",
+                    None if noisy => "noisy",
+                    None => "-",
+                },
+                host_ns.map(|h| format!("{h:.0}")).unwrap_or_else(|| "-".into()),
+                sim_ns,
+                match time_agree {
+                    Some(true) => "yes",
+                    Some(false) => "no",
                     None => "-",
                 }
             )
         });
         bar.inc(1);
-        results.push(CaseResult { op: c.op.name().into(), pages: c.pages, iters: c.iters, remote: c.remote.name().into(), host_per_op: host, sim_per_op: sim, agree });
+        results.push(CaseResult { op: c.op.name().into(), pages: c.pages, iters: c.iters, remote: c.remote.name().into(), host_per_op: host, sim_per_op: sim, agree, host_ns_per_op: host_ns, sim_ns_per_op: sim_ns, time_agree, host_noisy: noisy });
     }
     bar.finish_and_clear();
     let n_agree = results.iter().filter(|r| r.agree == Some(true)).count();
     if !sim_only {
+        let n_noisy = results.iter().filter(|r| r.host_noisy).count();
+        let n_time = results.iter().filter(|r| r.time_agree == Some(true)).count();
         println!("\n{n_agree}/{} cases agree (within 10%, or 0.1/op below 1)", results.len());
+        if n_noisy > 0 {
+            println!("{n_noisy} case(s): host too noisy to tell (CPU 1 lost or inconsistent repeats after re-measuring); not counted as disagreements");
+        }
+        println!("{n_time}/{} cases: time per op within 25% of the host's (informative; not in the exit code)", results.len());
     }
     if let Some(path) = json {
-        let out = Out { host_kernel: info.map(|i| i.kernel), cases: results };
+        let out = Out { host_kernel: info.map(|i| i.kernel), cost_profile: profile.map(|p| p.display().to_string()), cases: results };
         if let Err(e) = crate::output::write_json(&path, &out) {
             eprintln!("mmsim validate: {}: {e}", path.display());
             return ExitCode::from(1);

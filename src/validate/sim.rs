@@ -32,7 +32,7 @@ pub fn program(case: &Case, iters: u32) -> String {
     s
 }
 
-fn config(case: &Case, iters: u32, cpus: usize) -> Config {
+fn config(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>) -> Config {
     let origin = Origin { file: format!("<validate {} {} {}>", case.op, case.pages, case.remote), line: 1 };
     let mut threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops: program(case, iters), ops_origin: origin.clone() }];
     match case.remote {
@@ -40,12 +40,13 @@ fn config(case: &Case, iters: u32, cpus: usize) -> Config {
         Remote::Spin => threads.push(ThreadSpec { process: 0, cpu: Some(1), ops: "spin forever\n".into(), ops_origin: origin }),
         Remote::Sleep => threads.push(ThreadSpec { process: 0, cpu: Some(1), ops: "sleep forever\n".into(), ops_origin: origin }),
     }
-    Config::with_threads(&[format!("machine.cpus={cpus}"), "run.max_sim_ms=1000000".into()], threads).expect("validation config is valid")
+    // The profile was checked by the caller; only its [cost] keys can be in it.
+    Config::with_profile(profile, &[format!("machine.cpus={cpus}"), "run.max_sim_ms=1000000".into()], threads).expect("validation config is valid")
 }
 
 /// Shootdown interrupts (summed over CPUs) after running `iters` iterations.
-fn shootdowns(case: &Case, iters: u32, cpus: usize) -> Result<(u64, u64), String> {
-    let cfg = config(case, iters, cpus);
+fn shootdowns(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>) -> Result<(u64, u64), String> {
+    let cfg = config(case, iters, cpus, profile);
     let mut sim = Sim::build(&cfg).map_err(|e| e.to_string())?;
     sim.run(|_| {});
     if let Some(e) = sim.workload_errors.first() {
@@ -56,7 +57,12 @@ fn shootdowns(case: &Case, iters: u32, cpus: usize) -> Result<(u64, u64), String
 
 /// The simulated figures for a case: (shootdowns per op, ns per op).
 pub fn run(case: &Case, cpus: usize) -> Result<(f64, f64), String> {
-    let (a, ta) = shootdowns(case, WARMUP_ITERS, cpus)?;
-    let (b, tb) = shootdowns(case, WARMUP_ITERS + case.iters, cpus)?;
+    run_with_profile(case, cpus, None)
+}
+
+/// As [`run`], with a cost profile `(file name, TOML text)` applied (see `Config::with_profile`).
+pub fn run_with_profile(case: &Case, cpus: usize, profile: Option<(&str, &str)>) -> Result<(f64, f64), String> {
+    let (a, ta) = shootdowns(case, WARMUP_ITERS, cpus, profile)?;
+    let (b, tb) = shootdowns(case, WARMUP_ITERS + case.iters, cpus, profile)?;
     Ok(((b - a) as f64 / case.iters as f64, (tb - ta) as f64 / case.iters as f64))
 }

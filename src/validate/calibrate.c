@@ -1,0 +1,416 @@
+/*
+ * calibrate: microbenchmarks for the cost knobs of mmsim's model, run by `mmsim calibrate`.
+ *
+ * Usage: calibrate [FILEDIR]     (FILEDIR: directory on a disk file system for the block-I/O
+ *                                 test; default /var/tmp; skipped if it is tmpfs or O_DIRECT fails)
+ * Output: one `name=value` line per measurement (ns, or bytes/ns), then `tlb_ipis=N` (shootdowns
+ * counted on the TLB: line during the IPI test) and `block=skipped:REASON` when there is no disk.
+ * Every figure is the minimum over REPS repeats of a loop (noise from other tasks, interrupts
+ * and steal time only adds time). The process pins itself to CPU 0; the IPI and lock tests use
+ * a second thread pinned to CPU 1. What each figure means for the model is in
+ * src/validate/calibrate.rs, which derives the knobs.
+ *
+ * C11 + POSIX/Linux; build: cc -O2 -pthread calibrate.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REPS 9
+#define PG 4096UL
+
+static void die(const char *what)
+{
+    fprintf(stderr, "calibrate: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    CPU_SET(cpu, &s);
+    if (sched_setaffinity(0, sizeof(s), &s) != 0)
+        die("sched_setaffinity");
+}
+
+static double min_d(double a, double b) { return a < b ? a : b; }
+
+static uint64_t tlb_total(void)
+{
+    static char buf[1 << 20];
+    int fd = open("/proc/interrupts", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    ssize_t n, len = 0;
+    while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += n;
+    close(fd);
+    buf[len] = 0;
+    char *p = strstr(buf, "TLB:");
+    if (!p)
+        return 0;
+    p += 4;
+    uint64_t t = 0;
+    for (;;) {
+        while (*p == ' ')
+            p++;
+        if (*p < '0' || *p > '9')
+            break;
+        char *e;
+        t += strtoull(p, &e, 10);
+        p = e;
+    }
+    return t;
+}
+
+/* ---- syscall: getppid, a system call that does nothing (lmbench lat_syscall null) */
+static double bench_syscall(void)
+{
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 200000;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++)
+            syscall(SYS_getppid);
+        best = min_d(best, (double)(now_ns() - t0) / n);
+    }
+    return best;
+}
+
+/* ---- clear and copy of 4 KiB pages in a buffer larger than the LLC (as a fresh page is) */
+#define BUF (128UL << 20)
+static double bench_clear(char *a)
+{
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t t0 = now_ns();
+        for (size_t o = 0; o < BUF; o += PG)
+            memset(a + o, r, PG);
+        __asm__ volatile("" ::: "memory");
+        best = min_d(best, (double)(now_ns() - t0) / (BUF / PG));
+    }
+    return best; /* ns per 4 KiB */
+}
+
+static double bench_copy(char *a, char *b)
+{
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t t0 = now_ns();
+        for (size_t o = 0; o < BUF; o += PG)
+            memcpy(b + o, a + o, PG);
+        __asm__ volatile("" ::: "memory");
+        best = min_d(best, (double)(now_ns() - t0) / (BUF / PG));
+    }
+    return best;
+}
+
+/* ---- anon faults: write-touch fresh pages (fault + alloc + clear), then mprotect and munmap
+ * of the populated region (per-PTE work), all per page */
+#define FPAGES 8192UL
+static void bench_fault(double *fault, double *mprot, double *unmap)
+{
+    *fault = *mprot = *unmap = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        char *p = mmap(NULL, FPAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            die("mmap");
+        madvise(p, FPAGES * PG, MADV_NOHUGEPAGE);
+        uint64_t t0 = now_ns();
+        for (size_t i = 0; i < FPAGES; i++)
+            ((volatile char *)p)[i * PG] = 1;
+        uint64_t t1 = now_ns();
+        if (mprotect(p, FPAGES * PG, PROT_READ) != 0)
+            die("mprotect");
+        uint64_t t2 = now_ns();
+        if (munmap(p, FPAGES * PG) != 0)
+            die("munmap");
+        uint64_t t3 = now_ns();
+        *fault = min_d(*fault, (double)(t1 - t0) / FPAGES);
+        *mprot = min_d(*mprot, (double)(t2 - t1) / FPAGES);
+        *unmap = min_d(*unmap, (double)(t3 - t2) / FPAGES);
+    }
+}
+
+/* ---- VMA work: mmap + munmap of one untouched page (no page tables are touched) */
+static double bench_mmap_pair(void)
+{
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 20000;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            void *p = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p == MAP_FAILED)
+                die("mmap");
+            munmap(p, PG);
+        }
+        best = min_d(best, (double)(now_ns() - t0) / n);
+    }
+    return best;
+}
+
+/* ---- mprotect of one populated page, RO then RW, no sibling: per call */
+static double bench_mprotect_call(void)
+{
+    char *p = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    p[0] = 1;
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 20000;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            mprotect(p, PG, PROT_READ);
+            mprotect(p, PG, PROT_READ | PROT_WRITE);
+        }
+        best = min_d(best, (double)(now_ns() - t0) / (2.0 * n));
+    }
+    munmap(p, PG);
+    return best;
+}
+
+/* ---- IPI round trip: mprotect(RO)+mprotect(RW)+write of one page, with a thread of the same
+ * mm spinning on CPU 1 (a flush IPI per iteration, counted on the TLB: line) minus the same with
+ * a *separate process* spinning on CPU 1 (same competition for the core, e.g. an SMT sibling,
+ * and no IPI: CPU 1 is not in our mm_cpumask), per IPI actually sent */
+/* Lowest SCHED_FIFO priority if allowed (root), so that ordinary tasks cannot take CPU 1 from
+ * the spinner (a shootdown skips a CPU that runs another mm). */
+static void try_rt(void)
+{
+    struct sched_param sp = {.sched_priority = 1};
+    sched_setscheduler(0, SCHED_FIFO, &sp);
+}
+
+static atomic_int stop, ready;
+static void *spinner(void *arg)
+{
+    (void)arg;
+    pin(1);
+    try_rt();
+    atomic_store(&ready, 1);
+    while (!atomic_load_explicit(&stop, memory_order_relaxed))
+        ;
+    return NULL;
+}
+
+static double mprotect_loop(char *p, int n)
+{
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        mprotect(p, PG, PROT_READ);
+        mprotect(p, PG, PROT_READ | PROT_WRITE);
+        ((volatile char *)p)[0] = (char)i;
+    }
+    return (double)(now_ns() - t0) / n;
+}
+
+static void bench_ipi(double *alone, double *with, uint64_t *ipis, int *iters)
+{
+    const int n = 20000;
+    char *p = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    p[0] = 1;
+    *alone = *with = 1e18;
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        pin(1);
+        try_rt();
+        for (;;)
+            ;
+    }
+    usleep(20000);
+    for (int r = 0; r < REPS; r++)
+        *alone = min_d(*alone, mprotect_loop(p, n));
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    pthread_t t;
+    atomic_store(&stop, 0);
+    atomic_store(&ready, 0);
+    if (pthread_create(&t, NULL, spinner, NULL) != 0)
+        die("pthread_create");
+    while (!atomic_load(&ready))
+        ;
+    uint64_t tlb0 = tlb_total();
+    for (int r = 0; r < REPS; r++)
+        *with = min_d(*with, mprotect_loop(p, n));
+    *ipis = tlb_total() - tlb0;
+    *iters = REPS * n;
+    atomic_store(&stop, 1);
+    pthread_join(t, NULL);
+    munmap(p, PG);
+}
+
+/* ---- lock hand-off: a cache line (a ticket-free test-and-set spinlock) passed between CPU 0
+ * and CPU 1 in turn; ns per hand-off */
+static atomic_int turn;
+static void *pong(void *arg)
+{
+    int n = *(int *)arg;
+    pin(1);
+    for (int i = 0; i < n; i++) {
+        while (atomic_load_explicit(&turn, memory_order_acquire) != 1)
+            ;
+        atomic_store_explicit(&turn, 0, memory_order_release);
+    }
+    return NULL;
+}
+
+static double bench_handoff(void)
+{
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        int n = 200000;
+        atomic_store(&turn, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, pong, &n) != 0)
+            die("pthread_create");
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            atomic_store_explicit(&turn, 1, memory_order_release);
+            while (atomic_load_explicit(&turn, memory_order_acquire) != 0)
+                ;
+        }
+        uint64_t t1 = now_ns();
+        pthread_join(t, NULL);
+        best = min_d(best, (double)(t1 - t0) / (2.0 * n));
+    }
+    return best;
+}
+
+/* ---- fork of a small process: the parent's time in fork() (dup_mm with few PTEs) */
+static double bench_fork(double *exit_wait)
+{
+    double best = 1e18;
+    *exit_wait = 1e18;
+    for (int r = 0; r < REPS * 20; r++) {
+        uint64_t t0 = now_ns();
+        pid_t pid = (pid_t)syscall(SYS_fork);
+        if (pid == 0)
+            syscall(SYS_exit_group, 0);
+        uint64_t t1 = now_ns();
+        if (pid < 0)
+            die("fork");
+        int st;
+        waitpid(pid, &st, 0);
+        uint64_t t2 = now_ns();
+        best = min_d(best, (double)(t1 - t0));
+        *exit_wait = min_d(*exit_wait, (double)(t2 - t1));
+    }
+    return best;
+}
+
+/* ---- block I/O: O_DIRECT 4 KiB reads at random offsets of a 64 MiB file, and O_DIRECT|O_DSYNC
+ * 4 KiB writes */
+static void bench_block(const char *dir)
+{
+    struct statfs sfs;
+    if (statfs(dir, &sfs) != 0 || sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC) {
+        printf("block=skipped:%s-is-not-on-a-disk\n", dir);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/mmsim-calibrate.XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        printf("block=skipped:cannot-create-a-file-in-%s\n", dir);
+        return;
+    }
+    const size_t fsz = 64UL << 20;
+    char *buf;
+    if (posix_memalign((void **)&buf, PG, 1 << 20) != 0)
+        die("posix_memalign");
+    memset(buf, 0x5a, 1 << 20);
+    for (size_t o = 0; o < fsz; o += 1 << 20)
+        if (pwrite(fd, buf, 1 << 20, (off_t)o) != 1 << 20)
+            die("pwrite");
+    fsync(fd);
+    close(fd);
+    int dfd = open(path, O_RDWR | O_DIRECT);
+    if (dfd < 0) {
+        unlink(path);
+        printf("block=skipped:no-O_DIRECT-on-%s\n", dir);
+        return;
+    }
+    double rd = 1e18, wr = 1e18;
+    uint64_t x = 88172645463325252ull;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 200;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (pread(dfd, buf, PG, (off_t)((x % (fsz / PG)) * PG)) != (ssize_t)PG)
+                die("pread(O_DIRECT)");
+        }
+        rd = min_d(rd, (double)(now_ns() - t0) / n);
+        t0 = now_ns();
+        for (int i = 0; i < n / 4; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (pwrite(dfd, buf, PG, (off_t)((x % (fsz / PG)) * PG)) != (ssize_t)PG)
+                die("pwrite(O_DIRECT)");
+            fdatasync(dfd);
+        }
+        wr = min_d(wr, (double)(now_ns() - t0) / (n / 4));
+    }
+    close(dfd);
+    unlink(path);
+    printf("block_read_4k=%.1f\nblock_write_4k=%.1f\n", rd, wr);
+}
+
+int main(int argc, char **argv)
+{
+    pin(0);
+    printf("syscall=%.2f\n", bench_syscall());
+    char *a = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    char *b = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (a == MAP_FAILED || b == MAP_FAILED)
+        die("mmap(buffers)");
+    printf("clear_4k=%.2f\n", bench_clear(a));
+    printf("copy_4k=%.2f\n", bench_copy(a, b));
+    munmap(a, BUF);
+    munmap(b, BUF);
+    double f, m, u;
+    bench_fault(&f, &m, &u);
+    printf("fault_touch=%.2f\nmprotect_per_page=%.2f\nmunmap_per_page=%.2f\n", f, m, u);
+    printf("mmap_munmap_pair=%.2f\n", bench_mmap_pair());
+    printf("mprotect_call=%.2f\n", bench_mprotect_call());
+    double alone, with;
+    uint64_t ipis;
+    int iters;
+    bench_ipi(&alone, &with, &ipis, &iters);
+    printf("mprotect_other_spin=%.2f\nmprotect_spin=%.2f\ntlb_ipis=%llu\nipi_iters=%d\n", alone, with,
+           (unsigned long long)ipis, iters);
+    printf("handoff=%.2f\n", bench_handoff());
+    double ew;
+    printf("fork=%.1f\n", bench_fork(&ew));
+    printf("exit_wait=%.1f\n", ew);
+    bench_block(argc > 1 ? argv[1] : "/var/tmp");
+    return 0;
+}
