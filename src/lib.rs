@@ -3,6 +3,7 @@
 pub mod arch;
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod hw;

@@ -45,6 +45,8 @@ enum Cmd {
         /// Print only one section: interrupts, vmstat, meminfo, perf or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
+        #[command(flatten)]
+        viz: mmsim::report::viz::VizArgs,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
     #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 6 page counts).\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host")]
@@ -93,6 +95,20 @@ enum Cmd {
         /// Write {"experiment", "rows": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Write a self-contained HTML report: published vs simulated bars per metric.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+    },
+    /// Compare runs or reproductions, mmtests-compare style: each metric, each run, the change
+    /// in %, the better direction marked, and the spread over seeds (docs/report.md).
+    #[command(after_help = "Each argument is one JSON (`mmsim run --json` or `mmsim reproduce --json`), or several\njoined by commas: the seeds of one configuration, shown as mean and spread.\nExamples:\n  mmsim compare base.json patched.json\n  mmsim compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json\n  mmsim compare bf-old.json bf-new.json")]
+    Compare {
+        /// Two or more results; the first is the baseline.
+        #[arg(required = true, num_args = 2.., value_name = "JSON[,JSON...]")]
+        runs: Vec<String>,
+        /// Show every metric, including those equal in all runs.
+        #[arg(long)]
+        all: bool,
     },
     /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
     #[command(subcommand)]
@@ -141,10 +157,11 @@ enum TraceCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { scenario, set, json, only } => cmd_run(scenario, set, json, only),
+        Cmd::Run { scenario, set, json, only, viz } => cmd_run(scenario, set, json, only, viz),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json } => mmsim::validate::cli(op, pages, iters, remote, repeats, sim_only, json),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
-        Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
+        Cmd::Reproduce { name, json, set, seeds, report } => cmd_reproduce(&name, json, &set, seeds, report),
+        Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
         Cmd::Knobs { markdown } => {
@@ -154,7 +171,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>) -> ExitCode {
+/// `mmsim reproduce`, with `--report` drawn from the experiment's JSON (a temporary one when
+/// --json is not given).
+fn cmd_reproduce(name: &str, json: Option<PathBuf>, set: &[String], seeds: Option<u64>, report: Option<PathBuf>) -> ExitCode {
+    let Some(out) = report else { return mmsim::reproduce::cli(name, json, set, seeds) };
+    let tmp = std::env::temp_dir().join(format!("mmsim-reproduce-{}.json", std::process::id()));
+    let path = json.clone().unwrap_or(tmp.clone());
+    let code = mmsim::reproduce::cli(name, Some(path.clone()), set, seeds);
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    let r = mmsim::report::viz::reproduce_report_file(&path, &out);
+    if json.is_none() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    match r {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(EXIT_IO)
+        }
+    }
+}
+
+fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>, viz: mmsim::report::viz::VizArgs) -> ExitCode {
     let cfg = match config::load(&scenario, &set) {
         Ok(c) => c,
         Err(e) => {
@@ -168,7 +208,14 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_USAGE);
         }
     }
-    let mut sim = match Sim::build(&cfg) {
+    let prepared = match viz.prepare(cfg.int("machine.cpus") as usize) {
+        Ok(p) => p,
+        Err((code, e)) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(code);
+        }
+    };
+    let mut sim = match Sim::build_with(&cfg, |s| prepared.attach(s)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mmsim: {e}");
@@ -197,6 +244,10 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             eprintln!("mmsim: {}: {e}", path.display());
             return ExitCode::from(EXIT_IO);
         }
+    }
+    if let Err((code, e)) = viz.finish(&mut sim, &report, &cfg, &set) {
+        eprintln!("mmsim: {e}");
+        return ExitCode::from(code);
     }
     if outcome == Outcome::TimeLimit {
         eprintln!("mmsim: the workload did not finish within run.max_sim_ms = {} ms (liveness); results cover the time simulated", limit / 1_000_000);

@@ -29,7 +29,14 @@ pub enum Outcome {
 impl Sim {
     /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
     pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
+        Self::build_with(cfg, |_| {})
+    }
+
+    /// `build`, with `attach` called on the new machine before any task exists (the tracer
+    /// and the timeline of src/report/viz.rs, so they see the run from its first event).
+    pub fn build_with(cfg: &Config, attach: impl FnOnce(&mut Sim)) -> Result<Sim, ConfigError> {
         let mut sim = Sim::new(cfg);
+        attach(&mut sim);
         sim.start_kswapds();
         sim.hugetlb_init();
         match cfg.str("workload.kind").as_str() {
@@ -210,6 +217,7 @@ impl Sim {
                 }
                 return self.finish(Outcome::TimeLimit, ev.time);
             }
+            self.timeline_tick(ev.time);
             match ev.kind {
                 EventKind::Wake => self.wake_up(Tid(ev.id), ev.time),
                 EventKind::SpinEnd => self.spin_end(Tid(ev.id), ev.time),

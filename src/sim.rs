@@ -476,6 +476,10 @@ pub struct Sim {
     pub inject: crate::check::Inject,
     /// `numa-map-before-migrate` only: the (mm, vpn) whose unmap treats the PTE as inaccessible.
     pub numa_assume_inaccessible: Option<(MmId, u64)>,
+    /// `--trace`: the tracepoint sink (src/report/trace_log.rs); None = tracing off.
+    pub tracer: Option<Box<crate::report::trace_log::Tracer>>,
+    /// `--timeline`: the counter sampler (src/report/timeline.rs); None = off.
+    pub timeline: Option<Box<crate::report::timeline::Timeline>>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -587,6 +591,8 @@ impl Sim {
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),
             numa_assume_inaccessible: None,
+            tracer: None,
+            timeline: None,
         };
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.

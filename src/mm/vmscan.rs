@@ -478,7 +478,9 @@ impl Sim {
                     break;
                 }
                 to_scan = to_scan.saturating_sub(folios.len());
+                let (scanned, before) = (folios.len() as u64, reclaimed);
                 reclaimed += self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+                self.trace(cpu, || crate::report::trace_log::TraceEvent::LruShrinkInactive { nid: node as u32, nr_scanned: scanned, nr_reclaimed: reclaimed - before, priority, file: inactive_lru == Lru::InactiveFile });
             }
         }
         reclaimed

@@ -2,7 +2,11 @@
 //! formats (/proc/interrupts, /proc/vmstat, perf stat, /proc/meminfo), as a human summary, and as
 //! JSON for scripts.
 
+pub mod html;
 pub mod hugetlb;
+pub mod timeline;
+pub mod trace_log;
+pub mod viz;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -40,6 +44,9 @@ pub struct Report {
     /// /proc/meminfo fields in kB.
     pub meminfo: BTreeMap<String, u64>,
     pub errors: Vec<String>,
+    /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<timeline::TimelineReport>,
 }
 
 impl Report {
@@ -110,6 +117,7 @@ impl Report {
             time,
             meminfo,
             errors: sim.workload_errors.clone(),
+            timeline: timeline::TimelineReport::from_sim(sim),
         }
     }
 
