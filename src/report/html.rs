@@ -71,7 +71,7 @@ fn trim(v: f64) -> String {
 }
 
 /// A line plot of named series over simulated time (ms).
-fn line_plot(title: &str, ylabel: &str, series: &[(String, Vec<(f64, f64)>)]) -> Result<String, String> {
+fn line_plot(title: &str, ylabel: &str, series: &[(String, Vec<(f64, f64)>)], legend_at: SeriesLabelPosition) -> Result<String, String> {
     let xmax = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.0)).fold(0.0f64, f64::max).max(1e-6);
     let ymax = series.iter().flat_map(|(_, p)| p.iter().map(|q| q.1)).fold(0.0f64, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.08 } else { 1.0 };
@@ -95,7 +95,7 @@ fn line_plot(title: &str, ylabel: &str, series: &[(String, Vec<(f64, f64)>)]) ->
             }
         }
         if legend && !series.is_empty() {
-            chart.configure_series_labels().position(SeriesLabelPosition::UpperRight).background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(|x| e(&x))?;
+            chart.configure_series_labels().position(legend_at).background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(|x| e(&x))?;
         }
         root.present().map_err(|x| e(&x))
     })
@@ -141,7 +141,7 @@ pub fn timeline_plots(tl: &TimelineReport) -> Result<String, String> {
     let rate = |v: &[u64]| -> Vec<(f64, f64)> { v.iter().enumerate().map(|(i, &x)| (t_ms[i], x as f64 * 1e9 / dur[i] as f64)).collect() };
     let mut out = String::new();
     let cpus: Vec<(String, Vec<(f64, f64)>)> = tl.tlb_shootdowns.iter().enumerate().map(|(c, v)| (format!("CPU{c}"), rate(v))).collect();
-    out += &figure("shootdowns", "TLB shootdown IRQs received per second, per CPU (the TLB: line of /proc/interrupts over time)", &line_plot("TLB shootdown IRQs/s per CPU", "IRQs/s", &cpus)?);
+    out += &figure("shootdowns", "TLB shootdown IRQs received per second, per CPU (the TLB: line of /proc/interrupts over time)", &line_plot("TLB shootdown IRQs/s per CPU", "IRQs/s", &cpus, SeriesLabelPosition::UpperLeft)?);
     let nodes: Vec<(String, Vec<(f64, f64)>)> = tl
         .node_used_kb
         .iter()
@@ -151,7 +151,7 @@ pub fn timeline_plots(tl: &TimelineReport) -> Result<String, String> {
             (format!("node {n} ({tier})"), v.iter().enumerate().map(|(i, &kb)| (t_ms[i], kb as f64 / 1024.0)).collect())
         })
         .collect();
-    out += &figure("memory", "Memory in use per NUMA node and tier (MemTotal - MemFree), MiB", &line_plot("Memory in use per node and tier", "MiB", &nodes)?);
+    out += &figure("memory", "Memory in use per NUMA node and tier (MemTotal - MemFree), MiB", &line_plot("Memory in use per node and tier", "MiB", &nodes, SeriesLabelPosition::UpperLeft)?);
     let get = |k: &str| tl.counters.get(k).cloned().unwrap_or_else(|| vec![0; t_ms.len()]);
     let steal: Vec<u64> = get("pgsteal_kswapd").iter().zip(get("pgsteal_direct")).map(|(a, b)| a + b).collect();
     let mm = vec![
@@ -159,7 +159,7 @@ pub fn timeline_plots(tl: &TimelineReport) -> Result<String, String> {
         ("pgmigrate_success".to_string(), rate(&get("pgmigrate_success"))),
         ("pgsteal (kswapd + direct)".to_string(), rate(&steal)),
     ];
-    out += &figure("mm-rates", "Page faults, migrations and reclaimed pages per second (/proc/vmstat deltas)", &line_plot("Faults, migrations and reclaim per second", "events/s", &mm)?);
+    out += &figure("mm-rates", "Page faults, migrations and reclaimed pages per second (/proc/vmstat deltas)", &line_plot("Faults, migrations and reclaim per second", "events/s", &mm, SeriesLabelPosition::UpperRight)?);
     Ok(out)
 }
 

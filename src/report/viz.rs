@@ -51,6 +51,11 @@ impl Prepared {
     }
 }
 
+/// An existing path that is not a regular file (a device, a FIFO): written in place.
+fn direct(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
 /// Where a trace file is written before it is renamed into place.
 fn tmp_path(path: &Path) -> PathBuf {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -91,7 +96,10 @@ impl VizArgs {
                     None => None,
                 },
             };
-            let f = std::fs::File::create(tmp_path(path)).map_err(|e| (1, format!("{}: {e}", path.display())))?;
+            // A regular file is written beside and renamed into place at the end (atomic); a
+            // device or pipe (/dev/null, a FIFO) is written directly.
+            let target = if direct(path) { path.clone() } else { tmp_path(path) };
+            let f = std::fs::File::create(&target).map_err(|e| (1, format!("{}: {e}", path.display())))?;
             p.tracer = Some(Box::new(Tracer::new(Box::new(f), filter, ncpus)));
         }
         Ok(p)
@@ -104,7 +112,9 @@ impl VizArgs {
             let tmp = tmp_path(path);
             t.finish().map_err(|e| io(path, &e))?;
             drop(t);
-            std::fs::rename(&tmp, path).map_err(|e| io(path, &e))?;
+            if !direct(path) {
+                std::fs::rename(&tmp, path).map_err(|e| io(path, &e))?;
+            }
         }
         if let (Some(path), Some(tl)) = (&self.timeline_csv, &report.timeline) {
             crate::output::write_atomic(path, tl.to_csv().as_bytes()).map_err(|e| io(path, &e))?;
