@@ -264,7 +264,7 @@ mod tests {
         let t = table(&[a, b], false);
         // mean 105 ± 7.07 (6.7%), then 84: -20% is a gain for a lower-is-better metric.
         assert!(t.contains("105 ±6.7% (  base )"), "{t}");
-        assert!(t.contains("84 ±0 ( -20.00%+)"), "{t}");
+        assert!(t.contains("84 ±0.0% ( -20.00%+)"), "{t}");
         assert!(!t.lines().any(|l| l.starts_with("same")), "{t}");
         assert!(t.contains("1 metrics equal"), "{t}");
     }
