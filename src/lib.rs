@@ -4,6 +4,7 @@ pub mod api;
 pub mod arch;
 pub mod bench;
 pub mod check;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod fuzz;

@@ -12,6 +12,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use mmsim::config;
+use mmsim::report::Report;
+use mmsim::sim::Sim;
 use mmsim::run::Outcome;
 
 pub const EXIT_IO: u8 = 1;
@@ -48,6 +50,8 @@ enum Cmd {
         /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) after the scenario, before --set.
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
+        #[command(flatten)]
+        viz: mmsim::report::viz::VizArgs,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
     #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
@@ -110,6 +114,20 @@ enum Cmd {
         /// Write {"experiment", "rows": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Write a self-contained HTML report: published vs simulated bars per metric.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
+    },
+    /// Compare runs or reproductions, mmtests-compare style: each metric, each run, the change
+    /// in %, the better direction marked, and the spread over seeds (docs/report.md).
+    #[command(after_help = "Each argument is one JSON (`mmsim run --json` or `mmsim reproduce --json`), or several\njoined by commas: the seeds of one configuration, shown as mean and spread.\nExamples:\n  mmsim compare base.json patched.json\n  mmsim compare a1.json,a2.json,a3.json b1.json,b2.json,b3.json\n  mmsim compare bf-old.json bf-new.json")]
+    Compare {
+        /// Two or more results; the first is the baseline.
+        #[arg(required = true, num_args = 2.., value_name = "JSON[,JSON...]")]
+        runs: Vec<String>,
+        /// Show every metric, including those equal in all runs.
+        #[arg(long)]
+        all: bool,
     },
     /// Record a real program's page faults and mm syscalls (Linux, root, tracefs).
     #[command(subcommand, after_help = "Examples:\n  sudo mmsim trace record --out gcc.trace -- gcc -c traces/hello.c -o /tmp/hello.o\n  mmsim run traces/gcc-hello.toml   # replay a recorded trace")]
@@ -179,11 +197,12 @@ enum TraceCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Run { scenario, set, json, only, cost_profile } => cmd_run(scenario, set, json, only, cost_profile),
+        Cmd::Run { scenario, set, json, only, cost_profile, viz } => cmd_run(scenario, set, json, only, cost_profile, viz),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
-        Cmd::Reproduce { name, json, set, seeds } => mmsim::reproduce::cli(&name, json, &set, seeds),
+        Cmd::Reproduce { name, json, set, seeds, report } => cmd_reproduce(&name, json, &set, seeds, report),
+        Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
         Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
         Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
@@ -194,7 +213,30 @@ fn main() -> ExitCode {
     }
 }
 
-fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>, cost_profile: Option<PathBuf>) -> ExitCode {
+/// `mmsim reproduce`, with `--report` drawn from the experiment's JSON (a temporary one when
+/// --json is not given).
+fn cmd_reproduce(name: &str, json: Option<PathBuf>, set: &[String], seeds: Option<u64>, report: Option<PathBuf>) -> ExitCode {
+    let Some(out) = report else { return mmsim::reproduce::cli(name, json, set, seeds) };
+    let tmp = std::env::temp_dir().join(format!("mmsim-reproduce-{}.json", std::process::id()));
+    let path = json.clone().unwrap_or(tmp.clone());
+    let code = mmsim::reproduce::cli(name, Some(path.clone()), set, seeds);
+    if code != ExitCode::SUCCESS {
+        return code;
+    }
+    let r = mmsim::report::viz::reproduce_report_file(&path, &out);
+    if json.is_none() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    match r {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            ExitCode::from(EXIT_IO)
+        }
+    }
+}
+
+fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Option<String>, cost_profile: Option<PathBuf>, viz: mmsim::report::viz::VizArgs) -> ExitCode {
     let cfg = match config::load_profiled(&scenario, cost_profile.as_deref(), &set) {
         Ok(c) => c,
         Err(e) => {
@@ -210,21 +252,31 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_USAGE);
         }
     }
+    let prepared = match viz.prepare(cfg.int("machine.cpus") as usize) {
+        Ok(p) => p,
+        Err((code, e)) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(code);
+        }
+    };
     let limit = cfg.int("run.max_sim_ms") as u64;
     let bar = indicatif::ProgressBar::new(limit);
     bar.set_style(indicatif::ProgressStyle::with_template("{spinner} simulated {msg} ms").unwrap());
-    // Shared with the library's API (src/api.rs), which the Python binding calls.
-    let (report, outcome) = match mmsim::api::simulate(&cfg, |ns| {
-        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
-        bar.tick();
-    }) {
-        Ok(r) => r,
+    // The same build, run and Report as the library's API (src/api.rs, which the Python
+    // binding calls), with the tracer and timeline of --trace/--timeline/--report attached.
+    let mut sim = match Sim::build_with(&cfg, |s| prepared.attach(s)) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("mmsim: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let outcome = sim.run(|ns| {
+        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
+        bar.tick();
+    });
     bar.finish_and_clear();
+    let report = Report::from_sim(&sim, outcome);
     let text = match only.as_deref() {
         Some("interrupts") => report.proc_interrupts(),
         Some("vmstat") => report.proc_vmstat(),
@@ -241,6 +293,10 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             eprintln!("mmsim: {}: {e}", path.display());
             return ExitCode::from(EXIT_IO);
         }
+    }
+    if let Err((code, e)) = viz.finish(&mut sim, &report, &cfg, &set) {
+        eprintln!("mmsim: {e}");
+        return ExitCode::from(code);
     }
     if !report.errors.is_empty() {
         eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", report.errors.len());

@@ -29,9 +29,16 @@ pub enum Outcome {
 impl Sim {
     /// Build the machine and the workload's tasks. Errors are the user's (op program syntax).
     pub fn build(cfg: &Config) -> Result<Sim, ConfigError> {
+        Self::build_with(cfg, |_| {})
+    }
+
+    /// `build`, with `attach` called on the new machine before any task exists (the tracer
+    /// and the timeline of src/report/viz.rs, so they see the run from its first event).
+    pub fn build_with(cfg: &Config, attach: impl FnOnce(&mut Sim)) -> Result<Sim, ConfigError> {
         // Refuse a machine this host cannot hold before anything is allocated (issue 16).
         crate::config::estimate::check(cfg)?;
         let mut sim = Sim::new(cfg);
+        attach(&mut sim);
         sim.start_kswapds();
         sim.hugetlb_init();
         match cfg.str("workload.kind").as_str() {
@@ -219,6 +226,7 @@ impl Sim {
                 }
                 return self.finish(Outcome::TimeLimit, ev.time);
             }
+            self.timeline_tick(ev.time);
             match ev.kind {
                 EventKind::Wake => self.wake_up(Tid(ev.id), ev.time),
                 EventKind::SpinEnd => self.spin_end(Tid(ev.id), ev.time),

@@ -495,6 +495,10 @@ pub struct Sim {
     pub locks: crate::kernel::locking::Locks,
     /// kernel/profile.rs: time by kernel function.
     pub prof: crate::kernel::profile::Profile,
+    /// `--trace`: the tracepoint sink (src/report/trace_log.rs); None = tracing off.
+    pub tracer: Option<Box<crate::report::trace_log::Tracer>>,
+    /// `--timeline`: the counter sampler (src/report/timeline.rs); None = off.
+    pub timeline: Option<Box<crate::report::timeline::Timeline>>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -608,6 +612,8 @@ impl Sim {
             numa_assume_inaccessible: None,
             locks: crate::kernel::locking::Locks::new(Vec::new(), false, 0.0, 0.0),
             prof: crate::kernel::profile::Profile::new(ncpus),
+            tracer: None,
+            timeline: None,
         };
         sim.locks = crate::kernel::locking::Locks::new(
             sim.cpus.iter().map(|c| c.socket).collect(),

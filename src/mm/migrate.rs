@@ -48,6 +48,7 @@ impl Sim {
             ok += o;
             failed += f;
         }
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::MmMigratePages { succeeded: ok, failed, numa: false });
         (ok, failed)
     }
 
@@ -88,6 +89,7 @@ impl Sim {
             return false;
         }
         let (ok, _) = self.migrate_pages_batch(cpu, &[pfn], target);
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::MmMigratePages { succeeded: ok, failed: 1 - ok, numa: true });
         if ok == 1 {
             // The source frame, with the isolation's reference, is gone.
             self.vmstat.count(VmEvent::NUMA_PAGES_MIGRATED);

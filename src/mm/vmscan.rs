@@ -564,8 +564,10 @@ impl Sim {
                 }
                 let taken = folios.len();
                 to_scan = to_scan.saturating_sub(folios.len());
+                let (scanned, before) = (folios.len() as u64, reclaimed);
                 let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
                 reclaimed += r;
+                self.trace(cpu, || crate::report::trace_log::TraceEvent::LruShrinkInactive { nid: node as u32, nr_scanned: scanned, nr_reclaimed: reclaimed - before, priority, file: inactive_lru == Lru::InactiveFile });
                 // move_folios_to_lru(): the folios not reclaimed go back under the lock.
                 self.lru_lock_work(cpu, node, taken - r as usize);
                 self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;

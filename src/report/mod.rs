@@ -2,8 +2,12 @@
 //! formats (/proc/interrupts, /proc/vmstat, perf stat, /proc/meminfo), as a human summary, and as
 //! JSON for scripts.
 
+pub mod html;
 pub mod hugetlb;
 pub mod lock_stat;
+pub mod timeline;
+pub mod trace_log;
+pub mod viz;
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,6 +49,9 @@ pub struct Report {
     pub lock_stat: Vec<lock_stat::LockStatRow>,
     /// Busy time by kernel function (perf report --children).
     pub profile: Vec<lock_stat::ProfileRow>,
+    /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<timeline::TimelineReport>,
 }
 
 impl Report {
@@ -117,6 +124,7 @@ impl Report {
             errors: sim.workload_errors.clone(),
             lock_stat: lock_stat::lock_stat_rows(sim),
             profile: lock_stat::profile_rows(sim),
+            timeline: timeline::TimelineReport::from_sim(sim),
         }
     }
 

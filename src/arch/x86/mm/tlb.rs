@@ -84,8 +84,9 @@ pub struct FlushInfo {
 }
 
 impl Sim {
-    fn trace_tlb_flush(&mut self, cpu: CpuId, _reason: FlushReason) {
+    fn trace_tlb_flush(&mut self, cpu: CpuId, reason: FlushReason, pages: i64) {
         self.cpus[cpu.0 as usize].stats.tlb_flush_events += 1;
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::TlbFlush { reason, pages });
     }
 
     /// Extra delivery time of an IPI (and its acknowledgement) between sockets.
@@ -173,7 +174,7 @@ impl Sim {
     /// could otherwise walk freed page-table pages speculatively.
     pub fn flush_tlb_multi(&mut self, cpu: CpuId, mask: &crate::sim::CpuMask, info: &FlushInfo) {
         self.vmstat.count(VmEvent::NR_TLB_REMOTE_FLUSH);
-        self.trace_tlb_flush(cpu, FlushReason::RemoteSendIpi);
+        self.trace_tlb_flush(cpu, FlushReason::RemoteSendIpi, info.nr_pages());
         let targets: Vec<CpuId> = mask.iter().filter(|&c| info.freed_tables || self.should_flush_tlb(c, info)).collect();
         if self.oracle.is_some() && targets.len() < mask.iter().count() {
             self.mark("lazy cpu skipped by a flush");
@@ -186,6 +187,7 @@ impl Sim {
                 continue;
             }
             sent += 1;
+            self.trace(cpu, || crate::report::trace_log::TraceEvent::IpiSendCpu { cpu: c.0 });
             let hop = self.ipi_cross_socket_ns(cpu, c);
             let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
             // A target with interrupts off (spinning on or holding an irq-disabling lock) takes
@@ -241,7 +243,7 @@ impl Sim {
                 if let Some(m) = self.mms[mm.0 as usize].as_mut() {
                     m.cpumask.clear(cpu);
                 }
-                self.trace_tlb_flush(cpu, FlushReason::RemoteWrongCpu);
+                self.trace_tlb_flush(cpu, FlushReason::RemoteWrongCpu, 0);
                 return;
             }
         }
@@ -267,9 +269,10 @@ impl Sim {
             FlushReason::LocalMmShootdown
         };
         if local_gen == mm_gen {
-            self.trace_tlb_flush(cpu, reason);
+            self.trace_tlb_flush(cpu, reason, 0);
             return;
         }
+        let mut nr_invalidate = -1; // TLB_FLUSH_ALL
         if f.end != FLUSH_ALL && f.new_tlb_gen == Some(local_gen + 1) && f.new_tlb_gen == Some(mm_gen) {
             let step = 1u64 << (f.stride_shift - PAGE_SHIFT);
             let mut n = 0u64;
@@ -279,6 +282,7 @@ impl Sim {
                 v += step;
                 n += 1;
             }
+            nr_invalidate = n as i64;
             if local {
                 self.vmstat.add(VmEvent::NR_TLB_LOCAL_FLUSH_ONE, n);
             }
@@ -291,7 +295,7 @@ impl Sim {
             self.charge_sys(cpu, self.p.flush_full_ns);
         }
         self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen = mm_gen;
-        self.trace_tlb_flush(cpu, reason);
+        self.trace_tlb_flush(cpu, reason, nr_invalidate);
     }
 
     /// Flush the user entries of one ASID (CR3 reload / INVPCID single context); without PCID every
@@ -375,7 +379,7 @@ impl Sim {
             self.local_flush_asid(cpu, new_asid);
             self.charge_sys(cpu, self.p.flush_full_ns);
         }
-        self.trace_tlb_flush(cpu, FlushReason::OnTaskSwitch);
+        self.trace_tlb_flush(cpu, FlushReason::OnTaskSwitch, -1);
     }
 
     /// `enter_lazy_tlb()`: a kernel thread or idle borrows the loaded mm.
