@@ -538,6 +538,16 @@ impl Sim {
         self.lock_acquire(cpu, LockId::MmapLock(mm.0), mode)
     }
 
+    /// An mm syscall's body (do_syscall_64 in the profile) under `mm`'s mmap_lock.
+    pub fn mm_syscall<R>(&mut self, cpu: CpuId, mm: MmId, mode: Mode, body: impl FnOnce(&mut Sim) -> R) -> R {
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::DoSyscall64);
+        let lock = self.mmap_lock(cpu, mm, mode);
+        let r = body(self);
+        self.lock_release(lock);
+        self.kfn_exit(cpu);
+        r
+    }
+
     /// Release an open section: book `[start, now)` in the lock's calendar.
     pub fn lock_release(&mut self, h: Option<Held>) {
         let Some(h) = h else { return };

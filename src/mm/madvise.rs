@@ -13,7 +13,6 @@
 use crate::mm::mmu_gather::MmuGather;
 use crate::sim::{pg, Sim};
 use crate::kernel::locking::Mode;
-use crate::kernel::profile::KFn;
 use crate::types::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,12 +25,7 @@ impl Sim {
     ///
     /// Under mmap_lock for read (MADV_DONTNEED, MADV_PAGEOUT: madvise_need_mmap_write() is false).
     pub fn do_madvise(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, advice: Advice) {
-        self.kfn_enter(cpu, KFn::DoSyscall64);
-        let lock = self.mmap_lock(cpu, mm, Mode::Shared);
-        let r = self.do_madvise_locked(cpu, mm, start, pages, advice);
-        self.lock_release(lock);
-        self.kfn_exit(cpu);
-        r
+        self.mm_syscall(cpu, mm, Mode::Shared, |s| s.do_madvise_locked(cpu, mm, start, pages, advice))
     }
 
     fn do_madvise_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, advice: Advice) {

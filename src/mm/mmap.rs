@@ -9,7 +9,6 @@
 use crate::mm::mmu_gather::MmuGather;
 use crate::sim::{vm, Backing, CpuMask, Mm, Sim, Vma};
 use crate::kernel::locking::Mode;
-use crate::kernel::profile::KFn;
 use crate::types::*;
 
 /// Top of the mmap area (vpn): 128 TiB minus the stack gap, as on x86-64 without ASLR.
@@ -100,12 +99,7 @@ impl Sim {
     ///
     /// Under mmap_lock for write (mmap_write_lock_killable in vm_mmap_pgoff).
     pub fn do_mmap(&mut self, cpu: CpuId, mm: MmId, pages: u64, prot: Prot, shared: bool, backing: Backing, at: Option<u64>) -> Result<u64, String> {
-        self.kfn_enter(cpu, KFn::DoSyscall64);
-        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
-        let r = self.do_mmap_locked(cpu, mm, pages, prot, shared, backing, at);
-        self.lock_release(lock);
-        self.kfn_exit(cpu);
-        r
+        self.mm_syscall(cpu, mm, Mode::Exclusive, |s| s.do_mmap_locked(cpu, mm, pages, prot, shared, backing, at))
     }
 
     fn do_mmap_locked(&mut self, cpu: CpuId, mm: MmId, pages: u64, prot: Prot, shared: bool, backing: Backing, at: Option<u64>) -> Result<u64, String> {
@@ -158,12 +152,7 @@ impl Sim {
     ///
     /// Under mmap_lock for write (the whole unmap, its TLB flush included).
     pub fn do_munmap(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64) {
-        self.kfn_enter(cpu, KFn::DoSyscall64);
-        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
-        let r = self.do_munmap_locked(cpu, mm, start, pages);
-        self.lock_release(lock);
-        self.kfn_exit(cpu);
-        r
+        self.mm_syscall(cpu, mm, Mode::Exclusive, |s| s.do_munmap_locked(cpu, mm, start, pages))
     }
 
     fn do_munmap_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64) {

@@ -12,7 +12,6 @@ use crate::mm::pgtable::{pte_needs_flush, Pte};
 use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, vm, Frame, Sim, Vma};
 use crate::kernel::locking::Mode;
-use crate::kernel::profile::KFn;
 use crate::types::*;
 
 /// What `change_pte_range()` does to each PTE.
@@ -35,12 +34,7 @@ impl Sim {
     ///
     /// Under mmap_lock for write.
     pub fn do_mprotect(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
-        self.kfn_enter(cpu, KFn::DoSyscall64);
-        let lock = self.mmap_lock(cpu, mm, Mode::Exclusive);
-        let r = self.do_mprotect_locked(cpu, mm, start, pages, prot);
-        self.lock_release(lock);
-        self.kfn_exit(cpu);
-        r
+        self.mm_syscall(cpu, mm, Mode::Exclusive, |s| s.do_mprotect_locked(cpu, mm, start, pages, prot))
     }
 
     fn do_mprotect_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, prot: Prot) {
