@@ -78,11 +78,17 @@ impl Report {
         let kb = |pages: u64| pages * 4;
         let total: u64 = sim.nodes.iter().map(|n| n.nr_pages as u64).sum();
         let (mut anon, mut file, mut mapped, mut pgtable, mut dirty) = (0, 0, 0, 0, 0);
+        // As fs/proc/meminfo.c reads the node counters: AnonPages is NR_ANON_MAPPED (mapped anon
+        // pages only: an unmapped anon page still held by a per-CPU lru_add batch or an
+        // in-flight reclaim is not in it), Mapped is NR_FILE_MAPPED, Cached is the page cache
+        // (no swap cache here), Dirty is NR_FILE_DIRTY (file pages only), PageTables counts
+        // page-table pages. Read when the run ends, as `cat /proc/meminfo` after the workload:
+        // a workload whose tasks all exited leaves AnonPages, Mapped and PageTables at 0.
         for f in &sim.frames {
             if f.flags & pg::FREE != 0 {
                 continue;
             }
-            if f.flags & pg::ANON != 0 {
+            if f.flags & pg::ANON != 0 && f.mapcount > 0 {
                 anon += 1;
             }
             if f.flags & pg::FILE != 0 {
@@ -90,12 +96,12 @@ impl Report {
                 if f.mapcount > 0 {
                     mapped += 1;
                 }
+                if f.flags & pg::DIRTY != 0 {
+                    dirty += 1;
+                }
             }
             if f.flags & pg::PGTABLE != 0 {
                 pgtable += 1;
-            }
-            if f.flags & pg::DIRTY != 0 {
-                dirty += 1;
             }
         }
         let meminfo = [
