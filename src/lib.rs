@@ -9,6 +9,7 @@ pub mod config;
 pub mod engine;
 pub mod fuzz;
 pub mod hw;
+pub mod interrupt;
 pub mod kernel;
 pub mod mm;
 pub mod output;

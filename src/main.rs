@@ -4,7 +4,8 @@
 //! 0 success; 1 I/O or internal error; 2 usage or scenario error (names file:line:key);
 //! 3 invariant violation found; 4 liveness: the run hit run.max_sim_ms; 5 the host cannot be
 //! measured (validate); 6 validate ran but some case disagrees with the host; 7 the workload
-//! failed in the model (a task's SIGSEGV, OOM kill or failed exec: `workload error:` lines).
+//! failed in the model (a task's SIGSEGV, OOM kill or failed exec: `workload error:` lines);
+//! 130 stopped by SIGINT/SIGTERM (`run`, `trace record`; src/interrupt.rs).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +26,7 @@ pub const EXIT_WORKLOAD: u8 = 7;
 
 #[derive(Parser)]
 #[command(name = "mmsim", version, about = "A fast, deterministic simulator of Linux memory management and TLB flushing.",
-    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 6 validate disagreement, 7 the workload failed (run).")]
+    after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/munmap-storm.toml --set machine.cpus=8 --set kernel.preset=linux-6.1 --json out.json\n  mmsim validate --op mprotect --pages 16 --iters 500 --remote spin\n  mmsim bench --json bench.json\n  mmsim knobs\n\nExit codes: 0 ok, 1 I/O, 2 usage/scenario error, 3 violation found (check), 4 time limit, 5 host cannot measure, 6 validate disagreement, 7 the workload failed (run), 130 stopped by Ctrl-C/SIGTERM (run, trace record).")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -203,7 +204,10 @@ fn main() -> ExitCode {
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds, report } => cmd_reproduce(&name, json, &set, seeds, report),
         Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
-        Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
+        Cmd::Trace(TraceCmd::Record { out, cmd }) => {
+            mmsim::interrupt::install();
+            mmsim::trace::record_cli(out, cmd)
+        }
         Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
         Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
@@ -271,6 +275,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Ctrl-C or SIGTERM stops the run at the next event; the report covers what was simulated.
+    mmsim::interrupt::install();
     let outcome = sim.run(|ns| {
         bar.set_message(format!("{:.1}", ns as f64 / 1e6));
         bar.tick();
@@ -297,6 +303,10 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
     if let Err((code, e)) = viz.finish(&mut sim, &report, &cfg, &set) {
         eprintln!("mmsim: {e}");
         return ExitCode::from(code);
+    }
+    if outcome == Outcome::Interrupted {
+        eprintln!("mmsim: interrupted after {:.3} simulated ms; the results above cover the time simulated", sim.end_ns as f64 / 1e6);
+        return ExitCode::from(mmsim::interrupt::EXIT_INTERRUPTED);
     }
     if !report.errors.is_empty() {
         eprintln!("mmsim: the workload failed ({} workload error(s), listed above); the results cover what ran", report.errors.len());

@@ -24,6 +24,8 @@ pub enum Outcome {
     Completed,
     /// Simulated time passed run.max_sim_ms first (liveness bound).
     TimeLimit,
+    /// SIGINT/SIGTERM (src/interrupt.rs) stopped the run; results cover the time simulated.
+    Interrupted,
 }
 
 impl Sim {
@@ -226,6 +228,9 @@ impl Sim {
                 }
                 return self.finish(Outcome::TimeLimit, ev.time);
             }
+            if crate::interrupt::requested() {
+                return self.finish(Outcome::Interrupted, ev.time);
+            }
             self.timeline_tick(ev.time);
             match ev.kind {
                 EventKind::Wake => self.wake_up(Tid(ev.id), ev.time),
@@ -253,7 +258,8 @@ impl Sim {
                         // step_cpu re-kicks the CPU if it has more to do.
                         // A CPU past run.max_sim_ms goes back to the queue, where the limit
                         // is checked: a lone thread that never waits would otherwise never pop.
-                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.cpus[ci].clock > self.p.max_sim_ns || self.all_done() {
+                        // A stop request (src/interrupt.rs) is seen at the next queue pop.
+                        if !self.cpus[ci].scheduled || self.cpus[ci].clock > horizon || self.cpus[ci].clock > self.p.max_sim_ns || self.all_done() || (steps % 4096 == 0 && crate::interrupt::requested()) {
                             break;
                         }
                         // Keep running here without a queue round trip.

@@ -508,9 +508,35 @@ fn write_tracefs(path: &str, v: &str) -> Result<(), String> {
     std::fs::write(path, v).map_err(|e| format!("{path}: {e}"))
 }
 
+/// Stop tracing in an instance and remove it.
+fn remove_instance(inst: &str) {
+    let _ = write_tracefs(&format!("{inst}/tracing_on"), "0");
+    let _ = write_tracefs(&format!("{inst}/set_event_pid"), "");
+    let _ = write_tracefs(&format!("{inst}/events/enable"), "0");
+    let _ = std::fs::remove_dir(inst);
+}
+
+/// Remove the `mmsim-PID` instances of recorders that no longer run (killed with SIGKILL, which
+/// no handler can catch), so that none stays behind tracing into its buffer.
+fn remove_stale_instances() {
+    let Ok(dir) = std::fs::read_dir(format!("{TRACEFS}/instances")) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("mmsim-").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!("mmsim trace record: removing {TRACEFS}/instances/{name}, left by a recorder that was killed");
+            remove_instance(&format!("{TRACEFS}/instances/{name}"));
+        }
+    }
+}
+
 /// `mmsim trace record [--out F] -- CMD ARGS`.
 pub fn record_cli(out: Option<PathBuf>, cmd: Vec<String>) -> ExitCode {
     match record(out, &cmd) {
+        Ok((path, summary)) if crate::interrupt::requested() => {
+            eprintln!("mmsim trace record: stopped by a signal; wrote what was traced so far to {} ({summary})", path.display());
+            ExitCode::from(crate::interrupt::EXIT_INTERRUPTED)
+        }
         Ok((path, summary)) => {
             eprintln!("mmsim trace record: wrote {} ({summary})", path.display());
             ExitCode::SUCCESS
@@ -536,13 +562,15 @@ fn record(out: Option<PathBuf>, cmd: &[String]) -> Result<(PathBuf, String), (u8
             return Err(host(format!("tracefs is not mounted at {TRACEFS} and mounting it failed (are you root?)")));
         }
     }
+    remove_stale_instances();
     let inst = format!("{TRACEFS}/instances/mmsim-{}", std::process::id());
     std::fs::create_dir(&inst).map_err(|e| host(format!("{inst}: {e} (are you root?)")))?;
+    // A second SIGINT/SIGTERM exits at once (src/interrupt.rs): remove the instance first.
+    let forced = inst.clone();
+    crate::interrupt::on_forced_exit(Some(Box::new(move || remove_instance(&forced))));
     let cleanup = |inst: &str| {
-        let _ = write_tracefs(&format!("{inst}/tracing_on"), "0");
-        let _ = write_tracefs(&format!("{inst}/set_event_pid"), "");
-        let _ = write_tracefs(&format!("{inst}/events/enable"), "0");
-        let _ = std::fs::remove_dir(inst);
+        remove_instance(inst);
+        crate::interrupt::on_forced_exit(None);
     };
     let setup = || -> Result<(), String> {
         write_tracefs(&format!("{inst}/buffer_size_kb"), "32768")?;
@@ -565,6 +593,19 @@ fn record(out: Option<PathBuf>, cmd: &[String]) -> Result<(PathBuf, String), (u8
             return Err(host(format!("trace_pipe: {e}")));
         }
     };
+    // rmdir of an instance fails (EBUSY) while its trace_pipe is open: a forced exit closes the
+    // reader's descriptor first.
+    {
+        use std::os::fd::AsRawFd;
+        let (forced, fd) = (inst.clone(), pipe.as_raw_fd());
+        crate::interrupt::on_forced_exit(Some(Box::new(move || {
+            // SAFETY: the process exits right after this; the reader thread's next read fails.
+            unsafe {
+                libc::close(fd);
+            }
+            remove_instance(&forced)
+        })));
+    }
     let done = Arc::new(AtomicBool::new(false));
     let child_pid = Arc::new(AtomicU32::new(0));
     let (d2, c2) = (done.clone(), child_pid.clone());
@@ -614,7 +655,26 @@ fn record(out: Option<PathBuf>, cmd: &[String]) -> Result<(PathBuf, String), (u8
         Ok(mut c) => {
             let id = c.id();
             child_pid.store(id, Ordering::Release);
-            (id, c.wait())
+            // Wait, but pass a SIGTERM on to the command when mmsim is asked to stop (a Ctrl-C
+            // from the terminal reaches the command's process group itself), then trace on
+            // until it exits so the trace covers what it did.
+            let mut forwarded = false;
+            let status = loop {
+                match c.try_wait() {
+                    Ok(Some(s)) => break Ok(s),
+                    Ok(None) => {}
+                    Err(e) => break Err(e),
+                }
+                if crate::interrupt::requested() && !forwarded {
+                    forwarded = true;
+                    // SAFETY: kill(2) on our own child's pid, which try_wait has not reaped.
+                    unsafe {
+                        libc::kill(id as libc::pid_t, libc::SIGTERM);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            };
+            (id, status)
         }
         Err(e) => {
             done.store(true, Ordering::Release);
