@@ -102,7 +102,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Reproduce {
         /// batched-flush, vmacache or hvo.
         name: String,
@@ -112,6 +112,10 @@ enum Cmd {
         /// Seeds per kernel (batched-flush; default 3).
         #[arg(long)]
         seeds: Option<u64>,
+        /// Apply a cost profile (a `[cost]` table, as `mmsim calibrate` writes) to every run,
+        /// BEFORE and AFTER alike, before any --set (batched-flush).
+        #[arg(long, value_name = "FILE")]
+        cost_profile: Option<PathBuf>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -202,7 +206,29 @@ fn main() -> ExitCode {
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
-        Cmd::Reproduce { name, json, set, seeds, report } => cmd_reproduce(&name, json, &set, seeds, report),
+        Cmd::Reproduce { name, json, set, seeds, cost_profile, report } => {
+            // A cost profile is a list of cost overrides applied before --set.
+            let set = match cost_profile {
+                None => set,
+                Some(p) => {
+                    let file = p.display().to_string();
+                    let sets = std::fs::read_to_string(&p)
+                        .map_err(|e| (EXIT_IO, format!("{file}: {e}")))
+                        .and_then(|t| config::profile::as_sets(&file, &t).map_err(|e| (EXIT_USAGE, e.to_string())));
+                    match sets {
+                        Ok(mut s) => {
+                            s.extend(set);
+                            s
+                        }
+                        Err((code, e)) => {
+                            eprintln!("mmsim: {e}");
+                            return ExitCode::from(code);
+                        }
+                    }
+                }
+            };
+            cmd_reproduce(&name, json, &set, seeds, report)
+        }
         Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => {
             mmsim::interrupt::install();

@@ -24,6 +24,15 @@ pub(super) fn apply(values: &mut BTreeMap<&'static str, (Value, Origin)>, file: 
     Ok(())
 }
 
+/// The profile `file` as `--set` strings (`cost.KEY=VALUE`, in file order), after checking it as
+/// `--cost-profile` on a run does: for commands that take overrides as `--set` (reproduce).
+pub fn as_sets(file: &str, text: &str) -> Result<Vec<String>, ConfigError> {
+    super::load_str_profiled("<defaults>", "", Some((file, text)), &[])?;
+    let doc = toml_edit::Document::parse(text).expect("parsed above");
+    let cost = doc.as_table().get("cost").and_then(|c| c.as_table()).expect("checked above");
+    Ok(cost.iter().map(|(k, v)| format!("cost.{k}={}", v.as_value().map(|v| v.clone().decorated("", "").to_string()).unwrap_or_default())).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::load_str_profiled;
@@ -35,6 +44,17 @@ mod tests {
         assert_eq!(c.float("cost.syscall_ns"), 77.5);
         assert_eq!(c.float("cost.fault_ns"), 1.0);
         assert_eq!(c.float("cost.fork_ns"), 5.0);
+    }
+
+    #[test]
+    fn a_profile_as_sets_gives_the_same_config_as_the_profile() {
+        let prof = "# host\n[cost]\nsyscall_ns = 77.5 # measured\nfault_ns = 900\n";
+        let sets = super::as_sets("p.toml", prof).unwrap();
+        assert_eq!(sets, ["cost.syscall_ns=77.5", "cost.fault_ns=900"]);
+        let a = load_str_profiled("s.toml", "", Some(("p.toml", prof)), &[]).unwrap();
+        let b = load_str_profiled("s.toml", "", None, &sets).unwrap();
+        assert_eq!((a.float("cost.syscall_ns"), a.float("cost.fault_ns")), (b.float("cost.syscall_ns"), b.float("cost.fault_ns")));
+        assert!(super::as_sets("p.toml", "[cost]\nfault_ns = -1\n").unwrap_err().to_string().starts_with("p.toml:2: cost.fault_ns"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
 /// AFTER alike), for sensitivity studies.
 pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>) -> ExitCode {
     if (!sets.is_empty() || seeds.is_some()) && name != "batched-flush" {
-        eprintln!("mmsim reproduce: --set and --seeds are supported for batched-flush only");
+        eprintln!("mmsim reproduce: --set, --seeds and --cost-profile are supported for batched-flush only");
         return ExitCode::from(2);
     }
     match name {
