@@ -46,6 +46,7 @@ impl Sim {
         match cfg.str("workload.kind").as_str() {
             "ops" => sim.build_ops(cfg)?,
             "synthetic" => sim.build_synthetic(cfg),
+            "llm" => sim.build_llm(cfg),
             other => sim.build_vma_workload(cfg, other)?,
         }
         Ok(sim)
@@ -321,6 +322,7 @@ impl Sim {
             Body::Ops { .. } => self.step_ops(cpu, t, &mut prog),
             Body::Synth(_) => self.step_synth(cpu, t, &mut prog, horizon),
             Body::Vma(_) => self.step_vma(cpu, t, &mut prog),
+            Body::Llm(_) => self.step_llm(cpu, t, &mut prog, horizon),
             Body::Kswapd(node) => {
                 if self.kswapd_step(cpu, *node as usize) { StepResult::Block(None) } else { StepResult::Continue }
             }

@@ -36,7 +36,7 @@ pub const fn float(min: f64, max: f64) -> Kind {
 
 pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.2", "linux-6.3", "linux-6.4", "linux-6.12", "linux-6.18"];
 pub const PATTERNS: &[&str] = &["uniform", "normal", "sequential"];
-pub const WORKLOADS: &[&str] = &["ops", "synthetic", "boot", "kbuild", "database", "ebizzy", "trace"];
+pub const WORKLOADS: &[&str] = &["ops", "synthetic", "boot", "kbuild", "database", "ebizzy", "trace", "llm"];
 
 macro_rules! knob {
     ($key:literal, $kind:expr, $default:literal, $unit:literal, $doc:literal, $source:literal) => {
@@ -116,7 +116,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("cost.block_read_4k_ns", float(0.0, 1e10), "20000", "ns", "Reading one 4 KiB page from the backing device on a page-cache miss.", "NVMe SSD 4 KiB random read ~ 10-100 us"),
     knob!("cost.block_write_4k_ns", float(0.0, 1e10), "20000", "ns", "Writing one 4 KiB page back (pageout) to the backing device.", "NVMe SSD 4 KiB write"),
     // ---- workload ----
-    knob!("workload.kind", Kind::Enum(WORKLOADS), "\"ops\"", "", "'ops': per-thread op programs from [[workload.thread]]; 'synthetic': the access generator below; 'boot', 'kbuild', 'database', 'ebizzy': the VMA-lookup workloads; 'trace': replay of a recorded trace.", "-"),
+    knob!("workload.kind", Kind::Enum(WORKLOADS), "\"ops\"", "", "'ops': per-thread op programs from [[workload.thread]]; 'synthetic': the access generator below; 'boot', 'kbuild', 'database', 'ebizzy': the VMA-lookup workloads; 'trace': replay of a recorded trace; 'llm': LLM inference over mmapped weights (workload.llm.*).", "-"),
     knob!("workload.start_jitter_us", float(0.0, 1e9), "0", "us", "Ops: each thread starts at a random time in [0, this) drawn from run.seed (0: all start at once).", "-"),
     knob!("workload.processes", int(1, 1 << 16), "1", "", "Synthetic: processes.", "-"),
     knob!("workload.threads", int(1, 1 << 16), "1", "", "Synthetic: threads per process.", "-"),
@@ -131,7 +131,7 @@ pub static KNOBS: &[Knob] = &[
 
 /// Every knob table: the core one here and one per mechanism area, each in its own file so that
 /// work on one mechanism never edits another's declarations.
-pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS, super::knobs_check::CHECK_KNOBS, super::knobs_numa::NUMA_KNOBS];
+pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS, super::knobs_check::CHECK_KNOBS, super::knobs_numa::NUMA_KNOBS, super::knobs_llm::LLM_KNOBS];
 
 /// All knobs, in declaration order.
 pub fn all() -> impl Iterator<Item = &'static Knob> {

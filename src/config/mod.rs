@@ -7,6 +7,7 @@
 
 pub mod knobs;
 pub mod knobs_check;
+pub mod knobs_llm;
 pub mod knobs_numa;
 pub mod knobs_hugetlb;
 pub mod knobs_vma;

@@ -1,5 +1,6 @@
 //! Workloads: the op language for microbenchmarks ([`ops`]) and the synthetic access generator
-//! ([`synth`]). A [`Program`] is one task's position in its workload.
+//! ([`synth`]), LLM inference over mmapped weights ([`llm`]). A [`Program`] is one task's position in its workload.
+pub mod llm;
 pub mod ops;
 pub mod synth;
 pub mod vma;
@@ -14,6 +15,8 @@ pub enum Body {
     Synth(synth::SynthState),
     /// The VMA-lookup workloads (boot, kbuild, database, ebizzy) and trace replay.
     Vma(Box<vma::VmaState>),
+    /// LLM inference over mmapped weights (src/workload/llm.rs).
+    Llm(Box<llm::LlmState>),
     /// kswapd of a node (a kernel thread: no mm).
     Kswapd(u32),
 }

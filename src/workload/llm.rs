@@ -1,0 +1,219 @@
+//! LLM inference on mmapped weights (`workload.kind = "llm"`): seed 000's llama.cpp runs
+//! (mechanisms.md §6), the workload LUF was measured on.
+//!
+//! Each process maps its own model file read-only (page cache; a miss is a major fault read
+//! from the device) and evaluates `1 + gen_tokens` passes (the prompt in one pass, then one per
+//! generated token). A pass walks the layers in order; a layer's weights are its 7 matrices (q,
+//! k, v, o, gate, up, down) in the Llama 2 70B proportions, and each thread takes its share of
+//! every matrix's rows, as ggml splits a matmul's rows among the threads. For every 4 KiB of
+//! weights a thread:
+//! - fetches the matmul kernel's text page (the iTLB),
+//! - loads the weight page (the dTLB; a read-only file mapping: what LUF can defer),
+//! - loads a page of the matrix's input activations and stores to the output page its rows
+//!   fall in (the hot, written anonymous set: dTLB stores),
+//! - spends `workload.llm.ns_per_weight_page` of user time.
+//!
+//! At the start of each matrix it fetches the rest of the text footprint (the graph code between
+//! matmuls); after v, thread 0 appends this pass's K/V pages to the layer's KV cache, and before o
+//! every thread reads its share of the KV cache so far (attention).
+//!
+//! Departures: one load and one store per weight page stand for the many cache-line accesses to
+//! the same pages (a TLB sees the same translations); threads do not wait for each other at the
+//! end of each matrix (llama.cpp's barrier), so a slow thread does not hold the others back; the
+//! activation shapes are Llama 2 70B's whatever `model_mib` is; no readahead (each missing page
+//! is one read, see src/mm/filemap.rs).
+
+use crate::config::Config;
+use crate::mm::memory::FaultError;
+use crate::mm::mmap::Prot;
+use crate::sim::{Backing, Sim};
+use crate::types::*;
+use crate::workload::{Body, Program, StepResult};
+
+/// The 7 matrices of a layer, in units of d²/8 (d = 8192, ffn 28672, 8 of 64 heads for K/V):
+/// q, k, v, o, gate, up, down.
+const MAT_UNITS: [u64; 7] = [8, 1, 1, 8, 28, 28, 28];
+const UNITS: u64 = 102;
+/// Activation buffer layout (pages of fp32): x, attention output, ffn hidden, gate output, q,
+/// k, v. A row of d (8192) fp32 values is 8 pages; the ffn hidden row (28672) is 28.
+const X: (u64, u64) = (0, 8);
+const ATTN: (u64, u64) = (8, 8);
+const HIDDEN: (u64, u64) = (16, 28);
+const GATE: (u64, u64) = (44, 28);
+const Q: (u64, u64) = (72, 8);
+const K: (u64, u64) = (80, 1);
+const V: (u64, u64) = (81, 1);
+const WORK_PAGES: u64 = 82;
+/// (input, output) activation pages of each matrix.
+const MAT_IO: [((u64, u64), (u64, u64)); 7] = [(X, Q), (X, K), (X, V), (ATTN, X), (X, GATE), (X, HIDDEN), (HIDDEN, X)];
+
+#[derive(Clone, Debug)]
+pub struct LlmState {
+    model: (u64, u64),
+    work: u64,
+    kv: u64,
+    text: (u64, u64),
+    thread: u64,
+    nthreads: u64,
+    layers: u64,
+    prompt: u64,
+    passes: u64,
+    ctx: u64,
+    ns_per_page: f64,
+    /// Position: pass, layer, matrix, page within this thread's slice of the matrix.
+    pass: u64,
+    layer: u64,
+    mat: usize,
+    page: u64,
+}
+
+impl LlmState {
+    /// First page (in the model) and length of matrix `mat` of `layer`.
+    fn matrix(&self, layer: u64, mat: usize) -> (u64, u64) {
+        let per_layer = self.model.1 / self.layers;
+        let before: u64 = MAT_UNITS[..mat].iter().sum();
+        let start = per_layer * before / UNITS;
+        let end = if mat == 6 { per_layer } else { per_layer * (before + MAT_UNITS[mat]) / UNITS };
+        (layer * per_layer + start, end - start)
+    }
+
+    /// This thread's rows of a matrix of `pages` pages: [start, end) within it.
+    fn slice(&self, pages: u64) -> (u64, u64) {
+        (pages * self.thread / self.nthreads, pages * (self.thread + 1) / self.nthreads)
+    }
+
+    /// Tokens whose K/V the current pass has written (the context so far, this pass included).
+    fn tokens_so_far(&self) -> u64 {
+        self.prompt + self.pass
+    }
+}
+
+impl Sim {
+    /// `workload.kind = "llm"`: the processes, their model files and buffers, and their threads.
+    pub(crate) fn build_llm(&mut self, cfg: &Config) {
+        let procs = cfg.int("workload.llm.processes") as u32;
+        let threads = cfg.int("workload.llm.threads") as u64;
+        let layers = cfg.int("workload.llm.layers") as u64;
+        let model_pages = ((cfg.int("workload.llm.model_mib") as u64) << 8).max(layers);
+        let prompt = cfg.int("workload.llm.prompt_tokens") as u64;
+        let generated = cfg.int("workload.llm.gen_tokens") as u64;
+        let ctx = prompt + generated;
+        let text_pages = cfg.int("workload.llm.text_pages") as u64;
+        let ncpus = self.cpus.len() as u32;
+        let mut tids = Vec::new();
+        let mut n = 0u32;
+        for p in 0..procs {
+            let cpu = CpuId(n % ncpus);
+            let mm = self.new_process_mm(cpu, p, text_pages);
+            let file = self.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
+            let model = self.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
+            let work = self.do_mmap(cpu, mm, WORK_PAGES, Prot::ReadWrite, false, Backing::Anon, None).expect("activations");
+            let kv = self.do_mmap(cpu, mm, layers * ctx, Prot::ReadWrite, false, Backing::Anon, None).expect("KV cache");
+            let text = self.mm(mm).regions[".text"];
+            for i in 0..threads {
+                let st = LlmState {
+                    model: (model, model_pages),
+                    work,
+                    kv,
+                    text,
+                    thread: i,
+                    nthreads: threads,
+                    layers,
+                    prompt,
+                    passes: 1 + generated,
+                    ctx,
+                    ns_per_page: cfg.float("workload.llm.ns_per_weight_page"),
+                    pass: 0,
+                    layer: 0,
+                    mat: 0,
+                    page: 0,
+                };
+                let cpu = CpuId(n % ncpus);
+                let prog = Program { body: Body::Llm(Box::new(st)), file: cfg.name.clone(), released: false };
+                tids.push((self.new_task(p, Some(mm), cpu, None, prog), cpu));
+                n += 1;
+            }
+        }
+        for (t, cpu) in tids {
+            self.enqueue(cpu, t, 0);
+        }
+    }
+
+    /// Weight pages until the clock passes `horizon` (the next event of another CPU) or the
+    /// slice ends: user accesses touch no shared state unless they fault, as in `step_synth`.
+    pub(crate) fn step_llm(&mut self, cpu: CpuId, t: Tid, prog: &mut Program, horizon: Ns) -> StepResult {
+        let mm = self.tasks[t.0 as usize].mm.expect("user task");
+        let ci = cpu.0 as usize;
+        let stop = horizon.min(self.task(t).slice_end.saturating_sub(1));
+        for _ in 0..4096 {
+            let Body::Llm(st) = &prog.body else { unreachable!() };
+            if st.pass == st.passes {
+                return StepResult::Exit;
+            }
+            let (mstart, mpages) = st.matrix(st.layer, st.mat);
+            let (s, e) = st.slice(mpages);
+            if let Err(err) = self.llm_weight_page(cpu, mm, st, mstart, mpages, s, e) {
+                return self.fault_kill(t, prog, 0, err);
+            }
+            let Body::Llm(st) = &mut prog.body else { unreachable!() };
+            st.page += 1;
+            if s + st.page >= e {
+                st.page = 0;
+                st.mat += 1;
+                if st.mat == 7 {
+                    st.mat = 0;
+                    st.layer += 1;
+                    if st.layer == st.layers {
+                        st.layer = 0;
+                        st.pass += 1;
+                    }
+                }
+            }
+            if self.cpus[ci].clock > stop {
+                break;
+            }
+        }
+        StepResult::Continue
+    }
+
+    /// One weight page of this thread's slice `[s, e)` of a matrix (with the matrix-boundary
+    /// work at its first page).
+    #[allow(clippy::too_many_arguments)]
+    fn llm_weight_page(&mut self, cpu: CpuId, mm: MmId, st: &LlmState, mstart: u64, mpages: u64, s: u64, e: u64) -> Result<(), FaultError> {
+        if s >= e {
+            return Ok(()); // more threads than pages: this thread has no rows here
+        }
+        let i = s + st.page;
+        let (input, output) = MAT_IO[st.mat];
+        if st.page == 0 {
+            // The graph code between matmuls (norms, rope, softmax, adds): the text footprint.
+            for p in 1..st.text.1 {
+                self.access(cpu, mm, st.text.0 + p, false, true)?;
+            }
+            let kv_layer = st.kv + st.layer * st.ctx;
+            if st.mat == 3 {
+                // Attention before o: this thread's heads read the layer's K/V so far.
+                let mut j = st.thread;
+                while j < st.tokens_so_far() {
+                    self.access(cpu, mm, kv_layer + j, false, false)?;
+                    j += st.nthreads;
+                }
+            }
+        }
+        self.access(cpu, mm, st.text.0, false, true)?;
+        self.access(cpu, mm, st.model.0 + mstart + i, false, false)?;
+        self.access(cpu, mm, st.work + input.0 + i % input.1, false, false)?;
+        self.access(cpu, mm, st.work + output.0 + i * output.1 / mpages, true, false)?;
+        self.charge_user(cpu, st.ns_per_page);
+        if st.mat == 2 && i + 1 == e && st.thread == 0 {
+            // After v: this pass's tokens' K and V rows (8 KV heads x 128 x fp16 x 2 = 4 KiB
+            // per token per layer) are appended to the layer's cache.
+            let kv_layer = st.kv + st.layer * st.ctx;
+            let (first, n) = if st.pass == 0 { (0, st.prompt) } else { (st.prompt + st.pass - 1, 1) };
+            for j in first..(first + n).min(st.ctx) {
+                self.access(cpu, mm, kv_layer + j, true, false)?;
+            }
+        }
+        Ok(())
+    }
+}

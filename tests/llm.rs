@@ -1,0 +1,63 @@
+//! The LLM-inference workload (`workload.kind = "llm"`, src/workload/llm.rs): seed 000's
+//! llama.cpp runs, the workload LUF is measured on.
+
+use std::path::PathBuf;
+
+use mmsim::config;
+use mmsim::report::Report;
+use mmsim::run::Outcome;
+use mmsim::sim::Sim;
+
+fn run(sets: &[&str]) -> Report {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/llm-inference.toml");
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let cfg = config::load(&path, &sets).unwrap();
+    let mut sim = Sim::build(&cfg).unwrap();
+    let out = sim.run(|_| {});
+    assert_eq!(out, Outcome::Completed);
+    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
+    Report::from_sim(&sim, out)
+}
+
+/// Every pass stores once per weight page (the output activations) and thread 0 appends the
+/// pass's K/V pages per layer: the count follows from the shapes alone, however the rows are
+/// split among threads. With the models in memory, each model page and text page is read from
+/// the device once.
+#[test]
+fn each_pass_streams_every_weight_page_once() {
+    let (procs, model_pages, passes, layers, ctx, text) = (2u64, 64 * 256u64, 1 + 3u64, 8u64, 4 + 3u64, 64u64);
+    for threads in ["1", "4", "7"] {
+        let r = run(&["workload.llm.model_mib=64", &format!("workload.llm.threads={threads}")]);
+        assert_eq!(r.counters["dTLB-stores"], procs * (passes * model_pages + layers * ctx), "threads={threads}");
+        assert_eq!(r.counters["pgmajfault"], procs * (model_pages + text), "threads={threads}");
+        // No reclaim: the only remote flushes are the zero-page COW faults of activation and
+        // KV pages read before they are first written (do_wp_page -> ptep_clear_flush), at most
+        // one per such page, plus exit_mmap()'s full flushes (two per process here, to CPUs
+        // that still hold the mm lazily, as page tables are freed; seen with --trace).
+        assert_eq!(r.counters["pgsteal_kswapd"] + r.counters["pgsteal_direct"], 0);
+        assert!(r.counters["nr_tlb_remote_flush"] <= r.counters["cow_fault"] + 2 * procs, "threads={threads}: {} remote flushes, {} COW faults", r.counters["nr_tlb_remote_flush"], r.counters["cow_fault"]);
+    }
+}
+
+/// More weights than memory: every pass reads most of its model again, reclaim unmaps clean
+/// file pages mapped by the process's other threads (remote shootdowns), and the flushes cost
+/// the hot set and the text their TLB entries (dTLB store and iTLB misses).
+#[test]
+fn weights_larger_than_memory_are_reclaimed_with_shootdowns() {
+    let fits = run(&["workload.llm.model_mib=64"]);
+    let big = run(&[]); // 2 x 192 MiB on 256 MiB
+    let (model_pages, passes) = (192 * 256u64, 4u64);
+    assert!(big.counters["pgmajfault"] > 2 * (passes - 1) * model_pages / 2, "refaults: {}", big.counters["pgmajfault"]);
+    assert!(big.counters["pgsteal_kswapd"] + big.counters["pgsteal_direct"] > 2 * (passes - 1) * model_pages / 2);
+    assert!(big.counters["nr_tlb_remote_flush"] > 1000, "{}", big.counters["nr_tlb_remote_flush"]);
+    let rate = |r: &Report, k: &str| r.counters[k] as f64 / r.counters["dTLB-stores"] as f64;
+    assert!(rate(&big, "dTLB-store-misses") > 20.0 * rate(&fits, "dTLB-store-misses"), "store misses per store: {} vs {}", rate(&big, "dTLB-store-misses"), rate(&fits, "dTLB-store-misses"));
+    assert!(big.counters["iTLB-load-misses"] > 50 * fits.counters["iTLB-load-misses"].max(1));
+}
+
+#[test]
+fn llm_runs_are_deterministic() {
+    let a = serde_json::to_string(&run(&["workload.llm.gen_tokens=1"])).unwrap();
+    let b = serde_json::to_string(&run(&["workload.llm.gen_tokens=1"])).unwrap();
+    assert_eq!(a, b);
+}
