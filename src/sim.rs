@@ -35,6 +35,7 @@ pub mod pg {
     pub const ACTIVE: u16 = 1 << 10; // on the active list
     pub const REFERENCED: u16 = 1 << 11; // PG_referenced
     pub const WRITEBACK: u16 = 1 << 12;
+    pub const READAHEAD: u16 = 1 << 13; // PG_readahead: a fault here starts the next window
 }
 
 /// struct page / folio (order 0).
@@ -218,6 +219,10 @@ pub struct File {
     pub i_mmap: Vec<(MmId, u64)>,
     /// All holes: reads need no I/O.
     pub sparse: bool,
+    /// i_size in pages: the largest size a workload created or mapped it with.
+    pub size: u64,
+    /// Readahead state (struct file_ra_state) and the I/O in flight (src/mm/readahead.rs).
+    pub ra: crate::mm::readahead::FileRa,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -327,6 +332,9 @@ pub struct Params {
     pub ipi_cross_socket_ns: f64,
     pub block_read_ns: f64,
     pub block_write_ns: f64,
+    pub block_read_bytes_per_ns: f64,
+    /// vm read_ahead_kb / 4: the readahead window's maximum in pages (0 = off).
+    pub read_ahead_pages: u64,
     /// `access_ns` and `access_ns + stlb_hit_ns` rounded to whole ns for the TLB-hit fast path.
     pub hit_l1_ns: Ns,
     pub hit_stlb_ns: Ns,
@@ -410,6 +418,8 @@ impl Params {
             ipi_cross_socket_ns: c.float("cost.ipi_cross_socket_ns"),
             block_read_ns: c.float("cost.block_read_4k_ns"),
             block_write_ns: c.float("cost.block_write_4k_ns"),
+            block_read_bytes_per_ns: c.float("cost.block_read_bytes_per_ns"),
+            read_ahead_pages: c.int("vm.read_ahead_kb") as u64 / 4,
             hit_l1_ns: c.float("cost.access_ns").round() as Ns,
             hit_stlb_ns: (c.float("cost.access_ns") + c.float("cost.stlb_hit_ns")).round() as Ns,
             local_latency_ns: c.float("machine.local_latency_ns"),

@@ -1,8 +1,8 @@
 //! The page cache (mm/filemap.c): `filemap_fault()` finds or reads a file page.
 //!
-//! Departure from Linux: no readahead (each missing page is one 4 KiB read), and files are
-//! sized when created by a workload (`mmap ... file NAME`), with contents that never change unless
-//! written through a mapping.
+//! Readahead (read-around on a miss, async windows at PG_readahead markers) is in
+//! src/mm/readahead.rs. Departure from Linux: files are sized when created by a workload
+//! (`mmap ... file NAME`), with contents that never change unless written through a mapping.
 
 use crate::kernel::locking::{LockId, Mode};
 use crate::kernel::profile::KFn;
@@ -23,13 +23,15 @@ impl Sim {
         let id = match self.files.iter().position(|f| f.name == name) {
             Some(i) => i,
             None => {
-                self.files.push(File { name: name.to_string(), pages: Vec::new(), i_mmap: Vec::new(), sparse });
+                self.files.push(File { name: name.to_string(), pages: Vec::new(), i_mmap: Vec::new(), sparse, size: 0, ra: Default::default() });
                 self.files.len() - 1
             }
         };
         // The page cache's slots grow as pages are faulted in (filemap_fault), not with the
-        // mapping: a sparse 256 TiB file costs nothing until it is read.
-        let _ = pages;
+        // mapping: a sparse 256 TiB file costs nothing until it is read. i_size bounds
+        // readahead.
+        let f = &mut self.files[id];
+        f.size = f.size.max(pages);
         FileId(id as u32)
     }
 
@@ -43,17 +45,53 @@ impl Sim {
     }
 
     fn filemap_fault_body(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Result<Pfn, FaultError> {
-        // The page cache is a flat vector of slots: refuse offsets it could not index within
-        // the host's means (64 slots per simulated frame, at least 2^20), as a fault error.
-        let limit = (self.frames.len() as u64 * 64).max(1 << 20);
+        let limit = self.page_cache_limit();
         if pgoff >= limit {
             return Err(FaultError::Segv(Box::new(format!("file offset {pgoff} pages is beyond what mmsim's page cache indexes on this machine ({limit} pages)"))));
         }
         if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+            // Found: maybe start the next readahead window, then wait for the page's I/O.
+            self.do_async_mmap_readahead(cpu, file, pgoff, pfn);
+            self.wait_on_inflight(cpu, file, pgoff);
             return Ok(pfn);
         }
+        let sparse = self.files[file.0 as usize].sparse;
+        if !sparse {
+            self.vmstat.count(VmEvent::PGMAJFAULT);
+        }
+        if let Some((start, size, async_size)) = self.do_sync_mmap_readahead(file, pgoff) {
+            // Read-around: the window holds pgoff, which is not cached.
+            if let Some(pfn) = self.page_cache_ra(cpu, file, start, size, async_size, Some(pgoff)) {
+                return Ok(pfn);
+            }
+        }
+        let pfn = self.page_cache_alloc_add(cpu, file, pgoff).ok_or(FaultError::Oom)?;
+        if sparse {
+            // A hole reads as zeroes: no I/O, just a cleared page.
+            let clear = self.page_op_ns(cpu, pfn, false);
+            self.charge_sys(cpu, self.p.page_alloc_ns);
+            self.kfn_enter(cpu, KFn::ClearPage);
+            self.charge_sys(cpu, clear);
+            self.kfn_exit(cpu);
+        } else {
+            self.vmstat.count(VmEvent::PGPGIN);
+            self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
+        }
+        Ok(pfn)
+    }
+
+    /// The page cache is a flat vector of slots: offsets it could not index within the host's
+    /// means (64 slots per simulated frame, at least 2^20) are refused as a fault error.
+    pub(crate) fn page_cache_limit(&self) -> u64 {
+        (self.frames.len() as u64 * 64).max(1 << 20)
+    }
+
+    /// `filemap_alloc_folio()` + `filemap_add_folio()`: a new page-cache frame for `pgoff`, in
+    /// the xarray and on this CPU's lru_add batch (the caller charges the allocation and the
+    /// read). None when memory is exhausted.
+    pub(crate) fn page_cache_alloc_add(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Option<Pfn> {
         let node = self.cpu_node(cpu);
-        let pfn = self.alloc_pages(cpu, node).ok_or(FaultError::Oom)?;
+        let pfn = self.alloc_pages(cpu, node)?;
         let f = self.frame_mut(pfn);
         f.flags |= pg::FILE;
         f.mapping = file.0;
@@ -69,19 +107,7 @@ impl Sim {
         self.charge_sys(cpu, work);
         // filemap_add_folio() → folio_add_lru(): via this CPU's lru_add batch.
         self.folio_add_lru(cpu, pfn);
-        if self.files[file.0 as usize].sparse {
-            // A hole reads as zeroes: no I/O, just a cleared page.
-            let clear = self.page_op_ns(cpu, pfn, false);
-            self.charge_sys(cpu, self.p.page_alloc_ns);
-            self.kfn_enter(cpu, KFn::ClearPage);
-            self.charge_sys(cpu, clear);
-            self.kfn_exit(cpu);
-        } else {
-            self.vmstat.count(VmEvent::PGMAJFAULT);
-            self.vmstat.count(VmEvent::PGPGIN);
-            self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
-        }
-        Ok(pfn)
+        Some(pfn)
     }
 
     /// `__remove_mapping()`: drop a clean, unmapped page from the page cache. The page cache's

@@ -257,10 +257,18 @@ impl Sim {
             }
             let pgoff = vma.pgoff(v);
             if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+                // filemap_map_pages() leaves pages under I/O and PG_readahead markers to a
+                // fault (next_uptodate_folio()).
+                if self.ra_skip_fault_around(cpu, file, pgoff, pfn) {
+                    continue;
+                }
                 self.map_file_page(mm, v, pfn, false);
                 mapped += 1;
             }
         }
+        // filemap_map_pages(): pages found cached count against mmap_miss.
+        let ra = &mut self.files[file.0 as usize].ra;
+        ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped as u32);
         self.charge_sys(cpu, self.p.pte_update_ns * mapped as f64);
     }
 

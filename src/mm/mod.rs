@@ -12,6 +12,7 @@ pub mod mprotect;
 pub mod numa_fault;
 pub mod page_alloc;
 pub mod pgtable;
+pub mod readahead;
 pub mod rmap;
 pub mod swapfile;
 pub mod vmacache;

@@ -337,6 +337,11 @@ impl Sim {
                 Some(true) => self.vmstat.count(VmEvent::PGSCAN_KSWAPD),
                 _ => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
             }
+            if f.flags & pg::LOCKED != 0 {
+                // folio_trylock() failed (a readahead page whose read is being set up): keep.
+                self.putback(pfn, false);
+                continue;
+            }
             let anon = f.flags & pg::ANON != 0;
             if anon && self.swap.nr_free() == 0 {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.

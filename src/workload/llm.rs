@@ -20,8 +20,8 @@
 //! Departures: one load and one store per weight page stand for the many cache-line accesses to
 //! the same pages (a TLB sees the same translations); threads do not wait for each other at the
 //! end of each matrix (llama.cpp's barrier), so a slow thread does not hold the others back; the
-//! activation shapes are Llama 2 70B's whatever `model_mib` is; no readahead (each missing page
-//! is one read, see src/mm/filemap.rs).
+//! activation shapes are Llama 2 70B's whatever `model_mib` is; readahead as src/mm/readahead.rs
+//! models it; llama.cpp's load-time POSIX_MADV_WILLNEED prefetch of the model is not modelled.
 
 use crate::config::Config;
 use crate::mm::memory::FaultError;

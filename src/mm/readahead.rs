@@ -1,0 +1,193 @@
+//! mm/readahead.c and filemap.c's mmap readahead: read-around on a page-cache miss
+//! (`do_sync_mmap_readahead()`), asynchronous readahead when a fault meets a PG_readahead marker
+//! (`do_async_mmap_readahead()` → `page_cache_async_ra()`), the window ramp-up of
+//! `get_next_ra_size()` and the `mmap_miss` back-off that stops read-around for random access.
+//! Follows Linux 6.18 (the same logic since 2.6.2x, so one model for every preset).
+//!
+//! Departures: the state is per file (struct file's `f_ra` in Linux, one per open; every
+//! workload here opens a file once per process or shares it); no VM_SEQ_READ / VM_RAND_READ
+//! (madvise hints are not in the op language); no large folios (order 0); one I/O per window
+//! costs `cost.block_read_4k_ns` plus the transfer of each further page at
+//! `cost.block_read_bytes_per_ns`, with no queueing between windows on the device; waiting for
+//! I/O counts as system time, as single-page reads always have here.
+
+use crate::kernel::profile::KFn;
+use crate::mm::vmstat::VmEvent;
+use crate::sim::{pg, Sim};
+use crate::types::*;
+
+/// MMAP_LOTSAMISS: more misses than this and read-around stops (random access).
+const MMAP_LOTSAMISS: u32 = 100;
+
+/// `struct file_ra_state` plus the I/O in flight.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FileRa {
+    /// Window: first page, size, and the async tail (its first page carries PG_readahead).
+    pub start: u64,
+    pub size: u64,
+    pub async_size: u64,
+    pub mmap_miss: u32,
+    /// The last two windows read: pages [lo, hi) are not uptodate before `ready`
+    /// (folio_wait_locked). Two, because a fault at a marker submits the next window before it
+    /// waits for its own page, which the previous window is still reading.
+    pub inflight: [(u64, u64, Ns); 2],
+}
+
+/// `get_next_ra_size()`: ramp a window up towards `max`.
+fn get_next_ra_size(cur: u64, max: u64) -> u64 {
+    if cur < max / 16 {
+        4 * cur
+    } else if cur <= max / 2 {
+        2 * cur
+    } else {
+        max
+    }
+}
+
+impl Sim {
+    /// `do_sync_mmap_readahead()` on a miss at `pgoff`: the read-around window (half before the
+    /// fault, a quarter marked for async readahead), unless readahead is off or the file has
+    /// missed too often. Returns the window to read, or None for a single-page read.
+    pub(crate) fn do_sync_mmap_readahead(&mut self, file: FileId, pgoff: u64) -> Option<(u64, u64, u64)> {
+        let ra_pages = self.p.read_ahead_pages;
+        if ra_pages == 0 {
+            return None;
+        }
+        let ra = &mut self.files[file.0 as usize].ra;
+        if ra.mmap_miss < MMAP_LOTSAMISS * 10 {
+            ra.mmap_miss += 1;
+        }
+        if ra.mmap_miss > MMAP_LOTSAMISS {
+            return None;
+        }
+        // mmap read-around
+        ra.start = pgoff.saturating_sub(ra_pages / 2);
+        ra.size = ra_pages;
+        ra.async_size = ra_pages / 4;
+        Some((ra.start, ra.size, ra.async_size))
+    }
+
+    /// `do_async_mmap_readahead()`: a fault found `pfn` (at `pgoff`) in the page cache. If it
+    /// carries PG_readahead, start the next window (`page_cache_async_ra()`).
+    pub(crate) fn do_async_mmap_readahead(&mut self, cpu: CpuId, file: FileId, pgoff: u64, pfn: Pfn) {
+        let ra_pages = self.p.read_ahead_pages;
+        if ra_pages == 0 {
+            return;
+        }
+        let ra = &mut self.files[file.0 as usize].ra;
+        ra.mmap_miss = ra.mmap_miss.saturating_sub(1);
+        if self.frames[pfn.0 as usize].flags & pg::READAHEAD == 0 {
+            return;
+        }
+        self.frames[pfn.0 as usize].flags &= !pg::READAHEAD;
+        let ra = self.files[file.0 as usize].ra;
+        let expected = ra.start + ra.size - ra.async_size;
+        if pgoff == expected {
+            let ra = &mut self.files[file.0 as usize].ra;
+            ra.start += ra.size;
+            ra.size = get_next_ra_size(ra.size, ra_pages);
+            ra.async_size = ra.size;
+        } else {
+            // A marker without valid state (interleaved streams): size the window from the
+            // cached run after the marker (page_cache_next_miss), as the kernel does.
+            let pages = &self.files[file.0 as usize].pages;
+            let mut start = pgoff + 1;
+            while start - pgoff <= ra_pages && pages.get(start as usize).copied().flatten().is_some() {
+                start += 1;
+            }
+            if start - pgoff > ra_pages {
+                return;
+            }
+            let ra = &mut self.files[file.0 as usize].ra;
+            ra.start = start;
+            ra.size = get_next_ra_size(start - pgoff + ra_pages, ra_pages);
+            ra.async_size = ra.size;
+        }
+        let ra = self.files[file.0 as usize].ra;
+        let (start, size) = (ra.start, ra.size);
+        let _ = self.page_cache_ra(cpu, file, start, size, size, None);
+    }
+
+    /// `page_cache_ra_unbounded()` + `read_pages()`: allocate the window's missing pages into the
+    /// page cache (and the LRU), mark the first page of the async tail PG_readahead, and read
+    /// them in one I/O (zero-fill for holes of a sparse file). `want` is the faulting page of a
+    /// synchronous read: its frame is returned if it was read, and the caller waits for the I/O.
+    /// Stops at the first allocation failure, as the kernel's readahead does; the fault then
+    /// allocates its page alone (filemap_fault's retry with FGP_CREAT).
+    pub(crate) fn page_cache_ra(&mut self, cpu: CpuId, file: FileId, start: u64, size: u64, async_size: u64, want: Option<u64>) -> Option<Pfn> {
+        self.kfn_enter(cpu, KFn::PageCacheRa);
+        let mark = start + size - async_size;
+        let (mut read, mut got) = (Vec::new(), None);
+        // do_page_cache_ra(): nothing past i_size (the faulting page is always inside it).
+        let limit = self.page_cache_limit().min(self.files[file.0 as usize].size.max(want.map_or(0, |w| w + 1)));
+        for pgoff in start..(start + size).min(limit) {
+            if self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten().is_some() {
+                continue;
+            }
+            let Some(pfn) = self.page_cache_alloc_add(cpu, file, pgoff) else {
+                break;
+            };
+            // Locked until its read completes: reclaim entered by a later allocation of this
+            // window skips it (folio_trylock fails in shrink_folio_list).
+            self.frames[pfn.0 as usize].flags |= pg::LOCKED;
+            if pgoff == mark && async_size > 0 {
+                self.frames[pfn.0 as usize].flags |= pg::READAHEAD;
+            }
+            if want == Some(pgoff) {
+                got = Some(pfn);
+            }
+            read.push(pfn);
+        }
+        for &p in &read {
+            self.frames[p.0 as usize].flags &= !pg::LOCKED;
+        }
+        if !read.is_empty() {
+            self.charge_sys(cpu, self.p.page_alloc_ns * read.len() as f64);
+            let now = self.cpus[cpu.0 as usize].clock;
+            let io = self.read_pages_ns(cpu, file, &read);
+            if want.is_some() {
+                // The faulting task waits for the whole I/O (folio_wait_locked on its page).
+                self.charge_sys(cpu, io);
+            } else {
+                let w = &mut self.files[file.0 as usize].ra.inflight;
+                w[0] = w[1];
+                w[1] = (start, start + size, now + io.round() as Ns);
+            }
+        }
+        self.kfn_exit(cpu);
+        got
+    }
+
+    /// The cost of reading `n` new page-cache pages of `file` in one request: the device's 4 KiB
+    /// latency, plus the transfer of the other pages; holes of a sparse file are cleared instead.
+    fn read_pages_ns(&mut self, cpu: CpuId, file: FileId, pfns: &[Pfn]) -> f64 {
+        if self.files[file.0 as usize].sparse {
+            let clear: f64 = pfns.iter().map(|&p| self.page_op_ns(cpu, p, false)).sum();
+            self.kfn_enter(cpu, KFn::ClearPage);
+            self.charge_sys(cpu, clear);
+            self.kfn_exit(cpu);
+            return 0.0;
+        }
+        self.vmstat.add(VmEvent::PGPGIN, pfns.len() as u64);
+        self.p.block_read_ns + (pfns.len() - 1) as f64 * 4096.0 / self.p.block_read_bytes_per_ns
+    }
+
+    /// A fault found `pgoff` cached: wait if its readahead I/O has not completed.
+    pub(crate) fn wait_on_inflight(&mut self, cpu: CpuId, file: FileId, pgoff: u64) {
+        let now = self.cpus[cpu.0 as usize].clock;
+        let ready = self.files[file.0 as usize].ra.inflight.iter().filter(|w| pgoff >= w.0 && pgoff < w.1).map(|w| w.2).max().unwrap_or(0);
+        if now < ready {
+            self.charge_sys(cpu, (ready - now) as f64);
+        }
+    }
+
+    /// Is `pgoff` a page that `filemap_map_pages()` (fault-around) must leave to a fault: under
+    /// readahead I/O, or carrying the PG_readahead marker?
+    pub(crate) fn ra_skip_fault_around(&self, cpu: CpuId, file: FileId, pgoff: u64, pfn: Pfn) -> bool {
+        if self.frames[pfn.0 as usize].flags & pg::READAHEAD != 0 {
+            return true;
+        }
+        let now = self.cpus[cpu.0 as usize].clock;
+        self.files[file.0 as usize].ra.inflight.iter().any(|w| pgoff >= w.0 && pgoff < w.1 && now < w.2)
+    }
+}
