@@ -470,6 +470,14 @@ impl Config {
         if self.int("machine.cpuless_nodes") > 0 && self.int("machine.cpuless_mem_mib") == 0 {
             return Err(ConfigError::key(&self.origin("machine.cpuless_mem_mib"), "machine.cpuless_mem_mib", "memory-only nodes need memory (set it above 0)"));
         }
+        // Memory tiering (docs/tiering.md): a kernel older than the mechanism refuses the setting.
+        let kver = presets::version(&self.str("kernel.preset"));
+        if self.int("kernel.numa_balancing") & 2 != 0 && kver < (5, 18) {
+            return Err(ConfigError::key(&self.origin("kernel.numa_balancing"), "kernel.numa_balancing", "NUMA_BALANCING_MEMORY_TIERING (2) needs linux-5.18 or later"));
+        }
+        if self.bool("vm.demotion_enabled") && kver < (5, 15) {
+            return Err(ConfigError::key(&self.origin("vm.demotion_enabled"), "vm.demotion_enabled", "demotion in reclaim needs linux-5.15 or later"));
+        }
         for (k, ways_key) in [
             ("machine.tlb.l1d_4k_entries", "machine.tlb.l1d_4k_ways"),
             ("machine.tlb.l1d_2m_entries", "machine.tlb.l1d_2m_ways"),

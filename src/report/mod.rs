@@ -57,7 +57,9 @@ pub struct Report {
 impl Report {
     pub fn from_sim(sim: &Sim, outcome: Outcome) -> Report {
         let mut counters = BTreeMap::new();
-        for &e in VmEvent::ALL {
+        // The tiering counters only on machines with a memory-only node (src/mm/vmstat.rs).
+        let tiered = sim.nodes.iter().any(|n| !n.has_cpus);
+        for &e in VmEvent::ALL.iter().filter(|e| tiered || !e.is_tiering()) {
             counters.insert(e.kernel_name().to_string(), sim.vmstat.get(e));
         }
         let sum = |f: fn(&crate::sim::CpuStats) -> u64| sim.cpus.iter().map(|c| f(&c.stats)).sum::<u64>();
@@ -145,7 +147,7 @@ impl Report {
 
     /// /proc/vmstat lines for the modelled events.
     pub fn proc_vmstat(&self) -> String {
-        VmEvent::ALL.iter().map(|e| format!("{} {}\n", e.kernel_name(), self.counters[e.kernel_name()])).collect()
+        VmEvent::ALL.iter().filter_map(|e| self.counters.get(e.kernel_name()).map(|v| format!("{} {}\n", e.kernel_name(), v))).collect()
     }
 
     /// /proc/meminfo lines.
