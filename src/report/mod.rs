@@ -5,6 +5,7 @@
 pub mod html;
 pub mod hugetlb;
 pub mod lock_stat;
+pub mod tiering;
 pub mod timeline;
 pub mod trace_log;
 pub mod viz;
@@ -52,6 +53,9 @@ pub struct Report {
     /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<timeline::TimelineReport>,
+    /// Memory tiers and promotion state (src/report/tiering.rs); only with a memory-only node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiering: Option<tiering::TieringReport>,
 }
 
 impl Report {
@@ -127,6 +131,7 @@ impl Report {
             lock_stat: lock_stat::lock_stat_rows(sim),
             profile: lock_stat::profile_rows(sim),
             timeline: timeline::TimelineReport::from_sim(sim),
+            tiering: tiering::TieringReport::from_sim(sim),
         }
     }
 
@@ -223,6 +228,10 @@ impl Report {
         s.push_str("\n==> /proc/meminfo <==\n");
         s.push_str(&self.proc_meminfo());
         s.push_str(&self.perf_stat());
+        if let Some(t) = &self.tiering {
+            s.push_str("\n==> memory tiers <==\n");
+            s.push_str(&t.format());
+        }
         s
     }
 }
