@@ -143,3 +143,45 @@ fn the_tiering_report_appears_only_with_a_memory_only_node() {
     let r = mmsim::report::Report::from_sim(&sim, mmsim::run::Outcome::Completed);
     assert!(r.tiering.is_none() && !r.counters.contains_key("pgdemote_kswapd"));
 }
+
+/// A file set read through a 16 MiB DRAM node and a 4 MiB CXL node: kswapd demotes clean file
+/// folios to CXL until it is full, then evicts the ones it cannot demote, as without tiering.
+fn file_stream(demotion: bool) -> Sim {
+    use mmsim::config::{Config, Origin, ThreadSpec};
+    let sets: Vec<String> = [
+        "machine.cpus=2",
+        "machine.mem_per_node_mib=16",
+        "machine.cpuless_nodes=1",
+        "machine.cpuless_mem_mib=4",
+        &format!("vm.demotion_enabled={demotion}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let ops = "mmap f 10240 file:big sparse shared\nloop 2\n  touch f read\nend\n".to_string();
+    let threads = vec![ThreadSpec { process: 0, cpu: Some(1), ops, ops_origin: Origin { file: "<test>".into(), line: 1 } }];
+    let cfg = Config::with_threads(&sets, threads).expect("valid");
+    let mut sim = Sim::build(&cfg).expect("builds");
+    sim.enable_oracle();
+    sim.run(|_| {});
+    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
+    sim
+}
+
+#[test]
+fn folios_that_cannot_be_demoted_are_reclaimed_as_before() {
+    let mut sim = file_stream(true);
+    let v = |s: &Sim, e| s.vmstat.get(e);
+    let demoted = v(&sim, VmEvent::PGDEMOTE_KSWAPD) + v(&sim, VmEvent::PGDEMOTE_DIRECT);
+    let stolen = v(&sim, VmEvent::PGSTEAL_KSWAPD) + v(&sim, VmEvent::PGSTEAL_DIRECT);
+    assert!(demoted > 0, "the DRAM node demoted to CXL");
+    assert!(stolen > demoted + 1024, "most of the stream was evicted, not demoted: {stolen} reclaimed, {demoted} demoted");
+    assert_eq!(sim.oom_events, 0);
+    let o = sim.oracle.take().expect("oracle on");
+    assert!(o.violations.is_empty(), "{:?}", o.violations.first().map(|v| &v.detail));
+    assert!(o.marks.get("demotion failed: reclaimed instead").copied().unwrap_or(0) > 0, "{:?}", o.marks);
+    // Without demotion the same stream is only evicted.
+    let sim = file_stream(false);
+    assert_eq!(v(&sim, VmEvent::PGDEMOTE_KSWAPD) + v(&sim, VmEvent::PGDEMOTE_DIRECT), 0);
+    assert!(v(&sim, VmEvent::PGSTEAL_KSWAPD) + v(&sim, VmEvent::PGSTEAL_DIRECT) > 0);
+}
