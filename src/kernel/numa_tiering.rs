@@ -72,14 +72,14 @@ impl Sim {
             return;
         }
         pg.nbp_th_start = now;
-        let ref_cand = rate_limit * th_period / 1000;
+        let ref_cand = rate_limit.saturating_mul(th_period) / 1000;
         let nr_cand = pg.pgpromote_candidate;
         let diff_cand = nr_cand - pg.nbp_th_nr_cand;
         let unit_th = ref_th * 2 / NUMA_MIGRATION_ADJUST_STEPS;
         let mut th = if pg.nbp_threshold != 0 { pg.nbp_threshold } else { ref_th };
-        if diff_cand > ref_cand * 11 / 10 {
+        if diff_cand > ref_cand.saturating_mul(11) / 10 {
             th = th.saturating_sub(unit_th).max(unit_th);
-        } else if diff_cand < ref_cand * 9 / 10 {
+        } else if diff_cand < ref_cand.saturating_mul(9) / 10 {
             th = (th + unit_th).min(ref_th * 2);
         }
         pg.nbp_th_nr_cand = nr_cand;
