@@ -342,7 +342,6 @@ impl Sim {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
         let mut reclaimed = 0u64;
-        {
         let ReclaimTail { batch, free_folios } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
@@ -441,7 +440,6 @@ impl Sim {
                 }
                 self.free_folio_batch(cpu, free_folios);
             }
-        }
         }
         if let (false, Some(nid)) = (demote_folios.is_empty(), nid) {
             // Migrate the folios selected for demotion; they count as reclaimed (pgsteal too).
