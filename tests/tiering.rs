@@ -185,3 +185,24 @@ fn folios_that_cannot_be_demoted_are_reclaimed_as_before() {
     assert_eq!(v(&sim, VmEvent::PGDEMOTE_KSWAPD) + v(&sim, VmEvent::PGDEMOTE_DIRECT), 0);
     assert!(v(&sim, VmEvent::PGSTEAL_KSWAPD) + v(&sim, VmEvent::PGSTEAL_DIRECT) > 0);
 }
+
+/// Item 7: the check swarm draws tiering scenarios (a CPU-less node, mode 2 or 3) on about a
+/// quarter of the seeds whose preset has it (6.1+), from a PRNG of their own.
+#[test]
+fn the_check_swarm_draws_tiering_scenarios() {
+    let mut tiering = 0;
+    let mut mode3 = 0;
+    for seed in 1..=1000 {
+        let (sets, threads) = mmsim::check::swarm::scenario(seed, mmsim::check::Inject::None);
+        if sets.iter().any(|s| s == "machine.cpuless_nodes=1") {
+            tiering += 1;
+            mode3 += sets.iter().any(|s| s == "kernel.numa_balancing=3") as u32;
+            assert!(threads.iter().any(|t| t.ops.contains("mmap thot")), "seed {seed}: a hot set");
+            let preset = sets.iter().find_map(|s| s.strip_prefix("kernel.preset=")).unwrap();
+            assert!(["\"linux-6.1\"", "\"linux-6.12\"", "\"linux-6.18\""].contains(&preset), "seed {seed}: {preset}");
+        }
+    }
+    assert!((100..=250).contains(&tiering), "{tiering} tiering seeds of 1000");
+    assert!(mode3 > 0 && mode3 < tiering, "{mode3} of them with mode 3");
+    eprintln!("{tiering} tiering seeds of 1000, {mode3} with mode 3");
+}
