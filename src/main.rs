@@ -45,7 +45,7 @@ enum Cmd {
         /// Also write the results as JSON to this file (written atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Print only one section: interrupts, vmstat, meminfo, perf, lock_stat, profile or summary.
+        /// Print only one section: interrupts, vmstat, meminfo, perf, lock_stat, profile, tiering or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
         /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) after the scenario, before --set.
@@ -277,8 +277,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         }
     };
     if let Some(o) = &only {
-        if !["interrupts", "vmstat", "meminfo", "perf", "lock_stat", "profile", "summary"].contains(&o.as_str()) {
-            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf, lock_stat, profile or summary");
+        if !["interrupts", "vmstat", "meminfo", "perf", "lock_stat", "profile", "summary", "tiering"].contains(&o.as_str()) {
+            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf, lock_stat, profile, tiering or summary");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -317,6 +317,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Some("lock_stat") => report.proc_lock_stat(),
         Some("profile") => report.profile_report(),
         Some("summary") => report.summary(),
+        Some("tiering") => report.tiering.as_ref().map(|t| t.format()).unwrap_or_else(|| "no memory-only node: one memory tier\n".into()),
         _ => report.human(),
     };
     print!("{text}");

@@ -365,7 +365,7 @@ pub struct Params {
     pub migrate_batch_flush: bool,
     /// Seed 002: reclaim unmaps with TTU_BATCH_FLUSH (one flush per CPU per batch).
     pub batched_unmap_flush: bool,
-    /// kernel.numa_balancing = 1 (NUMA_BALANCING_NORMAL).
+    /// kernel.numa_balancing != 0: the NUMA scanner runs (task_numa_work()).
     pub numa_balancing: bool,
     pub numa_scan_delay_ns: Ns,
     pub numa_scan_period_min_ms: u64,
@@ -373,6 +373,16 @@ pub struct Params {
     pub numa_scan_size_mb: u64,
     /// Seed 001: do_numa_page() migrates before mapping (5.13+).
     pub numa_delayed_map: bool,
+    /// kernel.numa_balancing & 1 (NUMA_BALANCING_NORMAL) and & 2 (NUMA_BALANCING_MEMORY_TIERING,
+    /// 5.18+; modelled as of 6.0, with hot page selection, the rate limit, the adaptive
+    /// threshold and WMARK_PROMO: no preset lies between 5.18 and 6.0). docs/tiering.md.
+    pub numa_normal: bool,
+    pub numa_tiering: bool,
+    /// /sys/kernel/mm/numa/demotion_enabled (5.15+).
+    pub demotion_enabled: bool,
+    /// kernel.numa_balancing_promote_rate_limit_MBps in pages per second.
+    pub promote_rate_limit_pages: u64,
+    pub hot_threshold_ms: u64,
     /// set_tlb_ubc_flush_pending() skips inaccessible PTEs (6.4+).
     pub tlb_ubc_skip_inaccessible: bool,
     pub max_sim_ns: Ns,
@@ -439,7 +449,13 @@ impl Params {
             batched_unmap_flush: c.switch("kernel.batched_unmap_flush", (4, 3)),
             migrate_batch_flush: c.switch("kernel.migrate_batch_flush", (6, 3)),
             pt_reclaim: c.switch("kernel.pt_reclaim", (6, 14)),
-            numa_balancing: c.int("kernel.numa_balancing") == 1,
+            // The scanner runs in every mode (NORMAL, MEMORY_TIERING or both).
+            numa_balancing: c.int("kernel.numa_balancing") != 0,
+            numa_normal: c.int("kernel.numa_balancing") & 1 != 0,
+            numa_tiering: c.int("kernel.numa_balancing") & 2 != 0,
+            demotion_enabled: c.bool("vm.demotion_enabled"),
+            promote_rate_limit_pages: (c.int("kernel.numa_balancing_promote_rate_limit_MBps") as u64) << (20 - PAGE_SHIFT),
+            hot_threshold_ms: c.int("kernel.numa_balancing_hot_threshold_ms") as u64,
             numa_scan_delay_ns: c.int("kernel.numa_balancing_scan_delay_ms") as u64 * 1_000_000,
             numa_scan_period_min_ms: c.int("kernel.numa_balancing_scan_period_min_ms") as u64,
             numa_scan_period_max_ms: c.int("kernel.numa_balancing_scan_period_max_ms") as u64,
@@ -509,6 +525,8 @@ pub struct Sim {
     pub tracer: Option<Box<crate::report::trace_log::Tracer>>,
     /// `--timeline`: the counter sampler (src/report/timeline.rs); None = off.
     pub timeline: Option<Box<crate::report::timeline::Timeline>>,
+    /// Memory tiers, demotion targets and per-node promotion state (mm/memory_tiers.rs).
+    pub tiers: crate::mm::memory_tiers::MemoryTiers,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -624,7 +642,9 @@ impl Sim {
             prof: crate::kernel::profile::Profile::new(ncpus),
             tracer: None,
             timeline: None,
+            tiers: Default::default(),
         };
+        sim.tiers = crate::mm::memory_tiers::MemoryTiers::new(&sim.nodes, &sim.node_latency, &sim.node_bandwidth);
         sim.locks = crate::kernel::locking::Locks::new(
             sim.cpus.iter().map(|c| c.socket).collect(),
             cfg.bool("kernel.lock_model"),

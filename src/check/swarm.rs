@@ -139,7 +139,55 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
     }
     // A background reader of the big file in process 0 keeps kswapd busy.
     threads.push(ThreadSpec { process: 0, cpu: None, ops: "sleep 10us\ntouch big read\n".to_string(), ops_origin: origin.clone() });
+    tiering(seed, preset, nodes, &mut sets, &mut threads, &origin);
     (sets, threads)
+}
+
+/// Memory tiering (docs/tiering.md) on a quarter of the seeds whose preset has it (6.1+): a
+/// CPU-less node, NUMA balancing mode 2 (3 where mode 1 was drawn), demotion mostly on, and
+/// timings shrunk to the swarm's scale; process 0 gets a cold set that fills DRAM and a hot set
+/// two threads read while one of them unmaps, mprotects, forks and migrates it, so promotion
+/// and demotion race with those. Drawn from a PRNG of its own, so the other seeds' scenarios
+/// are what they were before tiering came.
+fn tiering(seed: u64, preset: &str, nodes: u64, sets: &mut Vec<String>, threads: &mut Vec<ThreadSpec>, origin: &Origin) {
+    let mut r = Prng::new(seed ^ 0x7469_6572_696e_6700);
+    if r.below(4) != 0 || crate::config::presets::version(preset) < (6, 1) {
+        return;
+    }
+    let mode = if sets.iter().any(|s| s == "kernel.numa_balancing=1") { 3 } else { 2 };
+    if mode == 2 {
+        sets.push(format!("kernel.numa_balancing_scan_delay_ms={}", 1 + r.below(10)));
+        sets.push(format!("kernel.numa_balancing_scan_period_min_ms={}", 1 + r.below(20)));
+        sets.push(format!("kernel.numa_balancing_scan_size_mb={}", 1 + r.below(4)));
+    }
+    sets.push(format!("kernel.numa_balancing={mode}"));
+    sets.push("machine.cpuless_nodes=1".to_string());
+    sets.push(format!("machine.cpuless_mem_mib={}", 4 + r.below(9)));
+    sets.push(format!("vm.demotion_enabled={}", r.below(4) != 0));
+    sets.push(format!("kernel.numa_balancing_scan_period_max_ms={}", 20 + r.below(180)));
+    sets.push(format!("kernel.numa_balancing_promote_rate_limit_MBps={}", pick(&mut r, &["1", "4", "65536"])));
+    sets.push(format!("kernel.numa_balancing_hot_threshold_ms={}", pick(&mut r, &["1", "10", "1000"])));
+    sets.push(format!("vm.watermark_scale_factor={}", pick(&mut r, &["10", "200"])));
+    let cold = 256 + r.below(1024);
+    let hot = 32 + r.below(480);
+    let cxl = nodes; // the CPU-less node's id
+    let mut ops = format!("mmap tcold {cold}\ntouch tcold write\nmmap thot {hot}\ntouch thot write\nloop {}\n", 4 + r.below(8));
+    for _ in 0..(3 + r.below(5)) {
+        ops += match r.below(9) {
+            0..=2 => "touch thot read\n".to_string(),
+            3 => "touch thot write\n".to_string(),
+            4 => format!("sleep {}us\n", 100 + r.below(3000)),
+            5 => "mprotect thot r\ntouch thot read\nmprotect thot rw\n".to_string(),
+            6 => "fork\ntouch thot write\nreap\n".to_string(),
+            7 => format!("munmap thot\nmmap thot {hot}\ntouch thot write\n"),
+            _ => format!("migrate thot {}\ntouch tcold read\n", if r.below(2) == 0 { cxl } else { 0 }),
+        }
+        .as_str();
+    }
+    ops += "end\n";
+    threads.push(ThreadSpec { process: 0, cpu: None, ops, ops_origin: origin.clone() });
+    let reader = format!("sleep {}us\nloop {}\ntouch thot read\nsleep {}us\nend\n", 100 + r.below(2000), 4 + r.below(12), 50 + r.below(1000));
+    threads.push(ThreadSpec { process: 0, cpu: None, ops: reader, ops_origin: origin.clone() });
 }
 
 /// Run one seed with the oracle and the structural checkers on.

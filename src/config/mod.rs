@@ -471,6 +471,19 @@ impl Config {
         if self.int("machine.cpuless_nodes") > 0 && self.int("machine.cpuless_mem_mib") == 0 {
             return Err(ConfigError::key(&self.origin("machine.cpuless_mem_mib"), "machine.cpuless_mem_mib", "memory-only nodes need memory (set it above 0)"));
         }
+        // Memory tiering (docs/tiering.md): a kernel older than the mechanism refuses the setting.
+        let kver = presets::version(&self.str("kernel.preset"));
+        if self.int("kernel.numa_balancing") & 2 != 0 && kver < presets::NUMA_TIERING_MODELLED_SINCE {
+            let msg = if kver < presets::NUMA_TIERING_SINCE {
+                "NUMA_BALANCING_MEMORY_TIERING (2) needs linux-5.18 or later"
+            } else {
+                "NUMA_BALANCING_MEMORY_TIERING (2) is modelled as of linux-6.0 (5.18-5.19 promoted every hinted folio)"
+            };
+            return Err(ConfigError::key(&self.origin("kernel.numa_balancing"), "kernel.numa_balancing", msg));
+        }
+        if self.bool("vm.demotion_enabled") && kver < presets::DEMOTION_SINCE {
+            return Err(ConfigError::key(&self.origin("vm.demotion_enabled"), "vm.demotion_enabled", "demotion in reclaim needs linux-5.15 or later"));
+        }
         for (k, ways_key) in [
             ("machine.tlb.l1d_4k_entries", "machine.tlb.l1d_4k_ways"),
             ("machine.tlb.l1d_2m_entries", "machine.tlb.l1d_2m_ways"),

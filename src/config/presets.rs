@@ -39,6 +39,14 @@ pub fn pagevec_size(preset: &str) -> usize {
     }
 }
 
+/// Memory tiering (docs/tiering.md): demotion in reclaim and /sys/kernel/mm/numa/demotion_enabled
+/// (commits 26aa2d199d6f, 20b51af15e01) came in 5.15; NUMA_BALANCING_MEMORY_TIERING (c574bbe91703)
+/// in 5.18; hot page selection, the promote rate limit, the adaptive threshold and WMARK_PROMO in
+/// 6.0, which is the version mmsim models mode 2 as. Config refuses either on an older preset.
+pub const DEMOTION_SINCE: (u32, u32) = (5, 15);
+pub const NUMA_TIERING_SINCE: (u32, u32) = (5, 18);
+pub const NUMA_TIERING_MODELLED_SINCE: (u32, u32) = (6, 0);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,5 +2,6 @@
 pub mod fork;
 pub mod sched;
 pub mod numa_balancing;
+pub mod numa_tiering;
 pub mod locking;
 pub mod profile;

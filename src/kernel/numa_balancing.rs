@@ -171,6 +171,12 @@ impl Sim {
 
     /// `task_numa_fault()`: account a hint fault of `pages` on memory node `mem_node`.
     pub fn task_numa_fault(&mut self, t: Tid, last_cpupid: u32, mem_node: u32, pages: u64, flags: u32) {
+        // "NUMA faults statistics are unnecessary for the slow memory node for memory tiering
+        // mode." (Linux also returns here in NORMAL mode for a lower-tier fault without a valid
+        // last_cpupid; the model keeps mode 1 as it was, which only differs with CPU-less nodes.)
+        if self.p.numa_tiering && !self.node_is_toptier(mem_node) {
+            return;
+        }
         let nodes = self.nodes.len();
         // First accesses are private; otherwise private if the same task faulted last.
         let private = last_cpupid == 0 || cpupid_match_pid(last_cpupid, t);
@@ -243,6 +249,11 @@ impl Sim {
     /// `should_numa_migrate_memory()` for NUMA_BALANCING_NORMAL: records this fault in the
     /// folio's last_cpupid and applies the two-stage filter.
     pub fn should_numa_migrate_memory(&mut self, cpu: CpuId, t: Tid, pfn: Pfn, dst_nid: u32) -> bool {
+        // Memory tiering: a lower-tier folio moves by hotness, not by who faults it
+        // (kernel/numa_tiering.rs).
+        if self.folio_use_access_time(pfn) {
+            return self.should_numa_promote(cpu, pfn, dst_nid);
+        }
         let this = cpupid(cpu, t);
         let last = std::mem::replace(&mut self.frames[pfn.0 as usize].last_cpupid, this);
         let n = &self.task(t).numa;

@@ -68,6 +68,14 @@ impl Sim {
         }
         let n = &self.nodes[target.0 as usize];
         if n.nr_free <= n.wmark.high + 1 {
+            if self.p.numa_tiering {
+                // Memory tiering: wake the target's kswapd, which demotes cold folios to make
+                // room for promotion (balancing to WMARK_PROMO).
+                if let Some(cpu) = self.running_cpu {
+                    self.wakeup_kswapd(cpu, target.0 as usize);
+                    self.mark("promotion woke kswapd");
+                }
+            }
             return false;
         }
         if !self.folio_isolate_lru(pfn) {
@@ -88,11 +96,16 @@ impl Sim {
             self.put_page(pfn);
             return false;
         }
+        let src_nid = self.pfn_node(pfn).0;
         let (ok, _) = self.migrate_pages_batch(cpu, &[pfn], target);
         self.trace(cpu, || crate::report::trace_log::TraceEvent::MmMigratePages { succeeded: ok, failed: 1 - ok, numa: true });
         if ok == 1 {
             // The source frame, with the isolation's reference, is gone.
             self.vmstat.count(VmEvent::NUMA_PAGES_MIGRATED);
+            if self.p.numa_tiering && !self.node_is_toptier(src_nid) && self.node_is_toptier(target.0) {
+                self.vmstat.count(VmEvent::PGPROMOTE_SUCCESS);
+                self.mark("promotion");
+            }
         } else {
             // Put back on the LRU by migrate_pages_batch(); drop the isolation's reference.
             self.put_page(pfn);
@@ -103,12 +116,33 @@ impl Sim {
     /// `migrate_pages_batch()` for up to NR_MAX_BATCHED_MIGRATION folios, all isolated from the
     /// LRU by the caller. Returns (migrated, failed); a failed folio goes back to the LRU.
     fn migrate_pages_batch(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId) -> (u64, u64) {
+        self.migrate_pages_batch_to(cpu, folios, target, None)
+    }
+
+    /// `migrate_pages_batch()` with the caller's allocation: `demote` set is MR_DEMOTION
+    /// (`alloc_demote_folio()`, mm/vmscan_demote.rs), whose failed folios are handed back in
+    /// it instead of going back to the LRU, so that reclaim can evict them.
+    pub(crate) fn migrate_pages_batch_to(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId, mut demote: Option<&mut Vec<Pfn>>) -> (u64, u64) {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
         let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
+            if let Some(failed_out) = demote.as_deref_mut() {
+                match self.alloc_demote_folio(cpu, target.0) {
+                    Some(dst) => {
+                        let b = if batched { Some(&mut batch) } else { None };
+                        let ptes = self.try_to_migrate(cpu, src, b);
+                        moving.push((src, dst, ptes));
+                    }
+                    None => {
+                        failed_out.push(src);
+                        failed += 1;
+                    }
+                }
+                continue;
+            }
             let dst = match self.alloc_pages_node_nocheck(target, 0) {
                 Some(d) if self.pfn_node(d) == target => d,
                 other => {
@@ -149,7 +183,10 @@ impl Sim {
                 self.frame_mut(src).flags &= !pg::FILE;
             }
             let n = ptes.len() as u32;
-            self.frame_mut(dst).last_cpupid = s.last_cpupid; // folio_migrate_flags()
+            // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the
+            // bits hold an access time on the lower tier, a cpupid on the top one).
+            let cross_tier = self.p.numa_tiering && self.node_is_toptier(s.node as u32) != self.node_is_toptier(self.frame(dst).node as u32);
+            self.frame_mut(dst).last_cpupid = if cross_tier { 0 } else { s.last_cpupid };
             for (mm, vpn, old) in ptes {
                 // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A
                 // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.

@@ -96,6 +96,18 @@ impl Sim {
                     if skip {
                         continue;
                     }
+                    if self.p.numa_tiering {
+                        // Memory tiering: top-tier folios are not scanned unless NORMAL mode is
+                        // on too; a lower-tier folio gets the scan time in its last_cpupid bits
+                        // (folio_xchg_access_time(), 5.18+).
+                        if !self.p.numa_normal && self.node_is_toptier(f.node as u32) {
+                            continue;
+                        }
+                        if self.folio_use_access_time(pfn) {
+                            let now_ms = self.now(cpu) / 1_000_000;
+                            self.folio_xchg_access_time(pfn, now_ms);
+                        }
+                    }
                     // pte_modify(oldpte, PAGE_NONE): present and write cleared, A/D/pfn kept.
                     old.with(Pte::PROTNONE, Pte::PRESENT | Pte::RW)
                 }

@@ -55,7 +55,9 @@ impl Sim {
             self.vmstat.count(VmEvent::NUMA_HINT_FAULTS_LOCAL);
             flags |= TNF_FAULT_LOCAL;
         }
-        let last_cpupid = f.last_cpupid;
+        // For memory tiering the last_cpupid bits of a lower-tier folio hold its access time:
+        // the fault reports the default (-1, here 0) instead.
+        let last_cpupid = if self.folio_use_access_time(pfn) { 0 } else { f.last_cpupid };
         let target = self.mpol_misplaced(cpu, t, pfn);
         let Some(target) = target else {
             self.numa_rebuild_mapping(mm, vpn, pte, writable);

@@ -278,6 +278,17 @@ impl Sim {
         None
     }
 
+    /// One order-0 page from node `node` only (`__GFP_THISNODE`), through `cpu`'s pcp list, if
+    /// the node is above watermark `mark`; no reclaim (demotion's GFP_NOWAIT allocations).
+    pub fn alloc_pages_thisnode(&mut self, cpu: CpuId, node: usize, mark: u64) -> Option<Pfn> {
+        if !self.watermark_ok(node, mark) {
+            return None;
+        }
+        let p = self.rmqueue_pcp(cpu, node)?;
+        self.prep_new_page(p, 0);
+        Some(Pfn(p))
+    }
+
     /// `__alloc_pages()` for one order-0 page in task context on `cpu`: the fast path above the
     /// low watermark; else wake kswapd, try above min, then direct reclaim (which runs on this
     /// CPU and costs this task's time), then OOM (None: the caller kills the task and the run

@@ -328,12 +328,26 @@ impl Sim {
     fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
         // The previous call's end comes first (a no-op when it already ran).
         self.finish_reclaim_tail(cpu, tail);
-        let ReclaimTail { batch, free_folios } = tail;
+        // can_demote() (mm/vmscan_demote.rs): kswapd and direct reclaim, never MADV_PAGEOUT.
+        let nid = folios.first().map(|&p| self.pfn_node(p).0);
+        let do_demote_pass = kswapd.is_some() && nid.is_some_and(|n| self.can_demote(n));
+        self.shrink_folio_list_pass(cpu, folios, ignore_references, kswapd, tail, do_demote_pass, true)
+    }
+
+    /// One pass of `shrink_folio_list()` over `folios`. With `do_demote_pass` the folios it would
+    /// evict are demoted instead; those that cannot be are passed over again without it (the
+    /// kernel's `goto retry`), not counted as scanned twice.
+    #[allow(clippy::too_many_arguments)]
+    fn shrink_folio_list_pass(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, do_demote_pass: bool, count_scan: bool) -> u64 {
+        let nid = folios.first().map(|&p| self.pfn_node(p).0);
+        let mut demote_folios = Vec::new();
         let mut reclaimed = 0u64;
+        let ReclaimTail { batch, free_folios } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
             let f = *self.frame(pfn);
             match kswapd {
+                _ if !count_scan => {}
                 Some(true) => self.vmstat.count(VmEvent::PGSCAN_KSWAPD),
                 _ => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
             }
@@ -343,7 +357,7 @@ impl Sim {
                 continue;
             }
             let anon = f.flags & pg::ANON != 0;
-            if anon && self.swap.nr_free() == 0 {
+            if anon && self.swap.nr_free() == 0 && !do_demote_pass {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
                 self.putback(pfn, true);
                 self.vmstat.count(VmEvent::PGACTIVATE);
@@ -362,6 +376,11 @@ impl Sim {
                     }
                     FolioRef::Reclaim => {}
                 }
+            }
+            if do_demote_pass {
+                // Before reclaiming the folio, try to relocate its contents to another node.
+                demote_folios.push(pfn);
+                continue;
             }
             // add_to_swap(): an anon folio gets a slot; the isolation reference keeps it alive
             // until it is freed with its batch, after the flush (anon folios have no page-cache
@@ -425,6 +444,16 @@ impl Sim {
                     self.try_to_unmap_flush(cpu, batch);
                 }
                 self.free_folio_batch(cpu, free_folios);
+            }
+        }
+        if let (false, Some(nid)) = (demote_folios.is_empty(), nid) {
+            // Migrate the folios selected for demotion; they count as reclaimed (pgsteal too).
+            let (demoted, failed) = self.demote_folio_list(cpu, demote_folios, nid, kswapd == Some(true));
+            reclaimed += demoted;
+            self.vmstat.add(if kswapd == Some(true) { VmEvent::PGSTEAL_KSWAPD } else { VmEvent::PGSTEAL_DIRECT }, demoted);
+            if !failed.is_empty() {
+                // Folios which weren't demoted are reclaimed as usual (not proactive reclaim).
+                reclaimed += self.shrink_folio_list_pass(cpu, failed, ignore_references, kswapd, tail, false, false);
             }
         }
         reclaimed
@@ -536,7 +565,8 @@ impl Sim {
         // get_scan_count(): file always; anon only with free swap (vm.swappiness's balance is
         // not modelled: both are scanned at the same priority).
         let mut lists = vec![(Lru::InactiveFile, Lru::ActiveFile)];
-        if self.swap.nr_free() > 0 {
+        // can_reclaim_anon_pages(): free swap, or a demotion target (mm/vmscan_demote.rs).
+        if self.swap.nr_free() > 0 || self.can_demote(node as u32) {
             lists.push((Lru::InactiveAnon, Lru::ActiveAnon));
         }
         for (inactive_lru, active_lru) in lists {
@@ -645,7 +675,8 @@ impl Sim {
 
     fn balance_pgdat(&mut self, cpu: CpuId, node: usize) -> bool {
         let mut tail = self.take_reclaim_tail(cpu);
-        let balanced = if self.nodes[node].nr_free >= self.nodes[node].wmark.high {
+        // pgdat_balanced(): WMARK_PROMO with memory tiering on (mm/memory_tiers.rs).
+        let balanced = if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) {
             self.nodes[node].kswapd_priority = DEF_PRIORITY;
             true
         } else {

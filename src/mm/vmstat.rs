@@ -63,7 +63,21 @@ vm_events! {
     // Not a kernel counter (5.16+ has the mm_vmscan_throttled tracepoint instead): direct
     // reclaimers put to sleep by too_many_isolated().
     RECLAIM_THROTTLE_ISOLATED => "mmsim_reclaim_throttle_isolated",
+    // Memory tiering (docs/tiering.md): node counters in Linux (vmstat's node_stat items),
+    // summed over nodes as /proc/vmstat shows them. The report leaves them out on machines
+    // without a memory-only node (`VmEvent::is_tiering`), so their output is unchanged.
+    PGDEMOTE_KSWAPD => "pgdemote_kswapd",
+    PGDEMOTE_DIRECT => "pgdemote_direct",
+    PGPROMOTE_SUCCESS => "pgpromote_success",
+    PGPROMOTE_CANDIDATE => "pgpromote_candidate",
     // Add further counters at the end, each with its kernel name.
+}
+
+impl VmEvent {
+    /// The memory-tiering counters (shown only on machines with a memory-only node).
+    pub fn is_tiering(self) -> bool {
+        matches!(self, VmEvent::PGDEMOTE_KSWAPD | VmEvent::PGDEMOTE_DIRECT | VmEvent::PGPROMOTE_SUCCESS | VmEvent::PGPROMOTE_CANDIDATE)
+    }
 }
 
 /// Global event counts (the sum of Linux's per-CPU vm_event_states).

@@ -5,6 +5,7 @@
 pub mod html;
 pub mod hugetlb;
 pub mod lock_stat;
+pub mod tiering;
 pub mod timeline;
 pub mod trace_log;
 pub mod viz;
@@ -52,12 +53,17 @@ pub struct Report {
     /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<timeline::TimelineReport>,
+    /// Memory tiers and promotion state (src/report/tiering.rs); only with a memory-only node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tiering: Option<tiering::TieringReport>,
 }
 
 impl Report {
     pub fn from_sim(sim: &Sim, outcome: Outcome) -> Report {
         let mut counters = BTreeMap::new();
-        for &e in VmEvent::ALL {
+        // The tiering counters only on machines with a memory-only node (src/mm/vmstat.rs).
+        let tiered = sim.nodes.iter().any(|n| !n.has_cpus);
+        for &e in VmEvent::ALL.iter().filter(|e| tiered || !e.is_tiering()) {
             counters.insert(e.kernel_name().to_string(), sim.vmstat.get(e));
         }
         let sum = |f: fn(&crate::sim::CpuStats) -> u64| sim.cpus.iter().map(|c| f(&c.stats)).sum::<u64>();
@@ -131,6 +137,7 @@ impl Report {
             lock_stat: lock_stat::lock_stat_rows(sim),
             profile: lock_stat::profile_rows(sim),
             timeline: timeline::TimelineReport::from_sim(sim),
+            tiering: tiering::TieringReport::from_sim(sim),
         }
     }
 
@@ -151,7 +158,7 @@ impl Report {
 
     /// /proc/vmstat lines for the modelled events.
     pub fn proc_vmstat(&self) -> String {
-        VmEvent::ALL.iter().map(|e| format!("{} {}\n", e.kernel_name(), self.counters[e.kernel_name()])).collect()
+        VmEvent::ALL.iter().filter_map(|e| self.counters.get(e.kernel_name()).map(|v| format!("{} {}\n", e.kernel_name(), v))).collect()
     }
 
     /// /proc/meminfo lines.
@@ -227,6 +234,10 @@ impl Report {
         s.push_str("\n==> /proc/meminfo <==\n");
         s.push_str(&self.proc_meminfo());
         s.push_str(&self.perf_stat());
+        if let Some(t) = &self.tiering {
+            s.push_str("\n==> memory tiers <==\n");
+            s.push_str(&t.format());
+        }
         s
     }
 }

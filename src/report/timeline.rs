@@ -134,7 +134,8 @@ impl TimelineReport {
             node_used_kb: vec![Vec::new(); nnode],
             node_tier: sim.nodes.iter().map(|n| if n.has_cpus { 0 } else { 1 }).collect(),
         };
-        for (i, &e) in VmEvent::ALL.iter().enumerate() {
+        let tiered = sim.nodes.iter().any(|n| !n.has_cpus);
+        for (i, &e) in VmEvent::ALL.iter().enumerate().filter(|(_, e)| tiered || !e.is_tiering()) {
             let mut prev = &zero;
             let col = samples.iter().map(|s| {
                 let d = s.vmstat[i].saturating_sub(prev.vmstat[i]);
