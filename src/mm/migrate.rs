@@ -103,6 +103,13 @@ impl Sim {
     /// `migrate_pages_batch()` for up to NR_MAX_BATCHED_MIGRATION folios, all isolated from the
     /// LRU by the caller. Returns (migrated, failed); a failed folio goes back to the LRU.
     fn migrate_pages_batch(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId) -> (u64, u64) {
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::MigratePages);
+        let r = self.migrate_pages_batch_inner(cpu, folios, target);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn migrate_pages_batch_inner(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId) -> (u64, u64) {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
@@ -178,6 +185,7 @@ impl Sim {
     /// new frame where the old one was.
     fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> Vec<(MmId, u64, Pte)> {
         let mut out = Vec::new();
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::TryToMigrate);
         for (mm, vpn) in self.rmap_walk(pfn) {
             let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             // The migration holds the folio; only the mapping count drops here.
@@ -185,6 +193,7 @@ impl Sim {
             self.charge_sys(cpu, self.p.pte_update_ns);
             out.push((mm, vpn, old));
         }
+        self.kfn_exit(cpu);
         out
     }
 }
