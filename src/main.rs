@@ -102,9 +102,9 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Reproduce {
-        /// batched-flush, vmacache or hvo.
+        /// batched-flush, vmacache, hvo or numa-delayed-map.
         name: String,
         /// Override a knob in every run, BEFORE and AFTER alike (sensitivity studies).
         #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -113,9 +113,12 @@ enum Cmd {
         #[arg(long)]
         seeds: Option<u64>,
         /// Apply a cost profile (a `[cost]` table, as `mmsim calibrate` writes) to every run,
-        /// BEFORE and AFTER alike, before any --set (batched-flush).
+        /// BEFORE and AFTER alike, before any --set (batched-flush, numa-delayed-map).
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
+        /// Divide every memory size by K, multiply counts back (numa-delayed-map; default 1).
+        #[arg(long, value_name = "K")]
+        scale: Option<u64>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
@@ -206,7 +209,7 @@ fn main() -> ExitCode {
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
-        Cmd::Reproduce { name, json, set, seeds, cost_profile, report } => {
+        Cmd::Reproduce { name, json, set, seeds, cost_profile, scale, report } => {
             // A cost profile is a list of cost overrides applied before --set.
             let set = match cost_profile {
                 None => set,
@@ -227,7 +230,7 @@ fn main() -> ExitCode {
                     }
                 }
             };
-            cmd_reproduce(&name, json, &set, seeds, report)
+            cmd_reproduce(&name, json, &set, seeds, scale, report)
         }
         Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => {
@@ -245,11 +248,11 @@ fn main() -> ExitCode {
 
 /// `mmsim reproduce`, with `--report` drawn from the experiment's JSON (a temporary one when
 /// --json is not given).
-fn cmd_reproduce(name: &str, json: Option<PathBuf>, set: &[String], seeds: Option<u64>, report: Option<PathBuf>) -> ExitCode {
-    let Some(out) = report else { return mmsim::reproduce::cli(name, json, set, seeds) };
+fn cmd_reproduce(name: &str, json: Option<PathBuf>, set: &[String], seeds: Option<u64>, scale: Option<u64>, report: Option<PathBuf>) -> ExitCode {
+    let Some(out) = report else { return mmsim::reproduce::cli_scaled(name, json, set, seeds, scale) };
     let tmp = std::env::temp_dir().join(format!("mmsim-reproduce-{}.json", std::process::id()));
     let path = json.clone().unwrap_or(tmp.clone());
-    let code = mmsim::reproduce::cli(name, Some(path.clone()), set, seeds);
+    let code = mmsim::reproduce::cli_scaled(name, Some(path.clone()), set, seeds, scale);
     if code != ExitCode::SUCCESS {
         return code;
     }

@@ -189,6 +189,8 @@ impl Sim {
                     fetch_acc: 0.0,
                     text_cursor: 0,
                     seq_cursor: 0,
+                    init: (0, 0),
+                    thin: cfg.int("workload.thin") as u64,
                 };
                 let cpu = CpuId(n % ncpus);
                 let prog = Program { body: Body::Synth(st), file: cfg.name.clone(), released: false };
@@ -362,6 +364,7 @@ impl Sim {
             }
             st.remaining -= 1;
             let fetch = st.next_fetch().map(|p| st.text.0 + p);
+            let weight = st.weight();
             let (page, write) = st.next_access();
             let vpn = st.region.0 + page;
             if let Some(f) = fetch {
@@ -369,7 +372,17 @@ impl Sim {
                     return self.fault_kill(t, prog, 0, e);
                 }
             }
-            if let Err(e) = self.access(cpu, mm, vpn, write, false) {
+            let (user0, walks0) = (self.cpus[ci].stats.user_ns, self.cpus[ci].stats.page_walks);
+            let r = self.access(cpu, mm, vpn, write, false);
+            if weight > 1 {
+                // workload.thin: this access stands for `weight` accesses to pages of the same
+                // distribution; the others are charged as this one without its faults (the
+                // user time of one lookup and walk).
+                let st = &self.cpus[ci].stats;
+                let du = (st.user_ns - user0) / (st.page_walks - walks0).max(1);
+                self.charge_user_ns(cpu, du * (weight - 1));
+            }
+            if let Err(e) = r {
                 return self.fault_kill(t, prog, 0, e);
             }
             if self.cpus[ci].clock > stop {

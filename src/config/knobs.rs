@@ -128,6 +128,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("workload.read_pct", int(0, 100), "80", "%", "Synthetic: share of accesses that are loads.", "pmbench -r"),
     knob!("workload.text_pages", int(0, 1 << 24), "16", "pages", "Synthetic: instruction footprint; instruction fetches walk it for the iTLB.", "-"),
     knob!("workload.fetches_per_access", float(0.0, 1e3), "0.25", "", "Synthetic: instruction-page fetches (iTLB lookups) per data access.", "-"),
+    knob!("workload.thin", int(1, 1 << 20), "1", "", "Synthetic: thinning; each simulated access stands for this many accesses from the same distribution (its user time is charged this many times), so long runs finish in minutes.", "-"),
     knob!("workload.accesses_per_thread", int(1, 1 << 50), "1000000", "", "Synthetic: length of each thread's stream.", "-"),
 ];
 

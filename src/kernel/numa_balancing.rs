@@ -112,6 +112,12 @@ impl Sim {
     /// scan_size worth of present PTEs PROT_NONE (walking at most 8x that of address space),
     /// starting at `numa_scan_offset`, skipping VMAs that cannot or need not be hinted.
     pub fn task_numa_work(&mut self, cpu: CpuId, t: Tid) {
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::TaskNumaWork);
+        self.task_numa_work_inner(cpu, t);
+        self.kfn_exit(cpu);
+    }
+
+    fn task_numa_work_inner(&mut self, cpu: CpuId, t: Tid) {
         let mm = self.tasks[t.0 as usize].mm.expect("a user task");
         if self.task(t).numa.scan_period_ms == 0 {
             let start = self.task_scan_min(mm); // task_scan_start()

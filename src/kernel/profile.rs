@@ -47,9 +47,11 @@ pub enum KFn {
     ZapPteRange,
     MigratePages,
     TaskNumaWork,
+    TryToMigrate,
+    DoNumaPage,
 }
 
-pub const NKFN: usize = KFn::TaskNumaWork as usize + 1;
+pub const NKFN: usize = KFn::DoNumaPage as usize + 1;
 
 impl KFn {
     pub const ALL: [KFn; NKFN] = [
@@ -83,6 +85,8 @@ impl KFn {
         KFn::ZapPteRange,
         KFn::MigratePages,
         KFn::TaskNumaWork,
+        KFn::TryToMigrate,
+        KFn::DoNumaPage,
     ];
 
     pub fn symbol(self) -> &'static str {
@@ -117,6 +121,9 @@ impl KFn {
             KFn::ZapPteRange => "zap_pte_range",
             KFn::MigratePages => "migrate_pages",
             KFn::TaskNumaWork => "task_numa_work",
+            // Before 5.14 migration unmapped through try_to_unmap(TTU_MIGRATION).
+            KFn::TryToMigrate => "try_to_migrate",
+            KFn::DoNumaPage => "do_numa_page",
         }
     }
 }

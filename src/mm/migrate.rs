@@ -122,7 +122,14 @@ impl Sim {
     /// `migrate_pages_batch()` with the caller's allocation: `demote` set is MR_DEMOTION
     /// (`alloc_demote_folio()`, mm/vmscan_demote.rs), whose failed folios are handed back in
     /// it instead of going back to the LRU, so that reclaim can evict them.
-    pub(crate) fn migrate_pages_batch_to(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId, mut demote: Option<&mut Vec<Pfn>>) -> (u64, u64) {
+    pub(crate) fn migrate_pages_batch_to(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId, demote: Option<&mut Vec<Pfn>>) -> (u64, u64) {
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::MigratePages);
+        let r = self.migrate_pages_batch_inner(cpu, folios, target, demote);
+        self.kfn_exit(cpu);
+        r
+    }
+
+    fn migrate_pages_batch_inner(&mut self, cpu: CpuId, folios: &[Pfn], target: NodeId, mut demote: Option<&mut Vec<Pfn>>) -> (u64, u64) {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
@@ -215,6 +222,7 @@ impl Sim {
     /// new frame where the old one was.
     fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> Vec<(MmId, u64, Pte)> {
         let mut out = Vec::new();
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::TryToMigrate);
         for (mm, vpn) in self.rmap_walk(pfn) {
             let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             // The migration holds the folio; only the mapping count drops here.
@@ -222,6 +230,7 @@ impl Sim {
             self.charge_sys(cpu, self.p.pte_update_ns);
             out.push((mm, vpn, old));
         }
+        self.kfn_exit(cpu);
         out
     }
 }

@@ -83,6 +83,7 @@ impl Sim {
     /// on failure with delayed mapping, map the PTE if it is still the one the fault saw.
     pub fn numa_migrate_step(&mut self, cpu: CpuId, t: Tid) -> bool {
         let Some(w) = self.task_mut(t).numa.pending.take() else { return false };
+        self.kfn_enter(cpu, crate::kernel::profile::KFn::DoNumaPage);
         if self.inject == Inject::NumaMapBeforeMigrate {
             // The injected bug: the unmap trusts the PTE the hint fault saw (PROT_NONE, flushed
             // by the scanner), although the PTE was made accessible before the migration.
@@ -104,6 +105,7 @@ impl Sim {
         if self.task(t).mm == Some(w.mm) {
             self.task_numa_fault(t, w.last_cpupid, nid, 1, flags);
         }
+        self.kfn_exit(cpu);
         true
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod batched_flush;
 pub mod hvo;
+pub mod numa_delayed_map;
 pub mod vmacache;
 
 use std::path::PathBuf;
@@ -13,13 +14,30 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("batched-flush", "seed 002: batched TLB flush after unmap (Linux 4.3), vm-scalability lru-file-mmap-read"),
     ("vmacache", "seed 003: per-thread VMA cache (3.15) against mm->mmap_cache and the maple tree"),
     ("hvo", "seed 004: HugeTLB vmemmap optimisation (5.14) and its batched flushes"),
+    ("numa-delayed-map", "seed 001: NUMA balancing maps the PTE only after the migration (5.13), pmbench on 2 sockets"),
 ];
 
 /// `sets` are `--set key=value` overrides applied to every run of the experiment (BEFORE and
 /// AFTER alike), for sensitivity studies.
 pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>) -> ExitCode {
+    cli_scaled(name, json, sets, seeds, None)
+}
+
+/// [`cli`] with `--scale` (numa-delayed-map only).
+pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> ExitCode {
+    if scale.is_some() && name != "numa-delayed-map" {
+        eprintln!("mmsim reproduce: --scale is supported for numa-delayed-map only");
+        return ExitCode::from(2);
+    }
+    if name == "numa-delayed-map" {
+        if seeds.is_some() {
+            eprintln!("mmsim reproduce: --seeds is not supported for numa-delayed-map (one seed per kernel)");
+            return ExitCode::from(2);
+        }
+        return numa_delayed_map::cli(json, sets, scale.unwrap_or(1));
+    }
     if (!sets.is_empty() || seeds.is_some()) && name != "batched-flush" {
-        eprintln!("mmsim reproduce: --set, --seeds and --cost-profile are supported for batched-flush only");
+        eprintln!("mmsim reproduce: --set, --seeds and --cost-profile are supported for batched-flush (and --set, --cost-profile for numa-delayed-map) only");
         return ExitCode::from(2);
     }
     match name {

@@ -24,12 +24,22 @@ pub struct SynthState {
     pub fetch_acc: f64,
     pub text_cursor: u64,
     pub seq_cursor: u64,
+    /// pmbench `-i`: pages `[init.0, init.1)` of the region are written once, in order, before
+    /// the pattern starts (not thinned).
+    pub init: (u64, u64),
+    /// Thinning (`workload.thin`): each simulated pattern access stands for this many accesses
+    /// drawn from the same distribution; the run charges this many times its user time.
+    pub thin: u64,
 }
 
 impl SynthState {
     /// The next data access: (page index in the region, write?).
     #[inline(always)]
     pub fn next_access(&mut self) -> (u64, bool) {
+        if self.init.0 < self.init.1 {
+            self.init.0 += 1;
+            return (self.init.0 - 1, true);
+        }
         let pages = self.region.1;
         let page = match self.pattern {
             Pattern::Uniform => self.prng.below(pages),
@@ -38,13 +48,21 @@ impl SynthState {
                 self.seq_cursor = (self.seq_cursor + 1) % pages;
                 p
             }
+            // pmbench's normal_get_number(): mean n/2, stdev the shape in pages; a draw outside
+            // [0, n) is replaced by n/2 (pattern.c), not clamped to the edge.
             Pattern::Normal => {
-                let x = pages as f64 / 2.0 + self.prng.normal() * self.sigma;
-                (x.max(0.0) as u64).min(pages - 1)
+                let x = (pages / 2) as f64 + self.prng.normal() * self.sigma;
+                if x >= 0.0 && x < pages as f64 { x as u64 } else { pages / 2 }
             }
         };
         let write = self.prng.below(100) >= self.read_pct;
         (page, write)
+    }
+
+    /// How many accesses the next data access stands for: 1 while initialising, else `thin`.
+    #[inline]
+    pub fn weight(&self) -> u64 {
+        if self.init.0 < self.init.1 { 1 } else { self.thin }
     }
 
     /// Whether an instruction-page fetch precedes this access, and which text page.
