@@ -228,9 +228,9 @@ pub fn run_case(corpus: &Corpus, seed: u64, i: u64, tmp: &Path) -> (CaseResult, 
             if std::fs::write(&tp, &mt).and(std::fs::write(&sp, &ms)).is_err() {
                 return CaseResult::Rejected;
             }
-            desc = format!("mutated {sname} with mutated {tname} (written to {})", tmp.display());
             let mut sets = caps();
             sets.extend([format!("machine.mem_per_node_mib={}", 1 + r.below(16)), format!("machine.swap_mib={}", [0, 1, 8][r.below(3) as usize])]);
+            desc = format!("mutated {sname} with mutated {tname} (written to {}), --set {}", tmp.display(), sets.join(" --set "));
             run_config(config::load(&sp, &sets))
         }
         2 => {
@@ -290,7 +290,10 @@ pub fn fuzz(root: &Path, seed: u64, first: u64, cases: u64, seconds: Option<u64>
         }
     }
     std::panic::set_hook(prev);
-    let _ = std::fs::remove_dir_all(&tmp);
+    // Keep the written inputs of a run that found a panic: the report points at them.
+    if st.panics == 0 {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
     Ok(st)
 }
 

@@ -105,7 +105,11 @@ impl Sim {
         }
         let ra = self.files[file.0 as usize].ra;
         let (start, size) = (ra.start, ra.size);
+        // filemap_fault() holds a reference on the folio it found while it starts the window, so
+        // the window's allocations cannot reclaim it (folio_ref_freeze fails); here: locked.
+        self.frames[pfn.0 as usize].flags |= pg::LOCKED;
         let _ = self.page_cache_ra(cpu, file, start, size, size, None);
+        self.frames[pfn.0 as usize].flags &= !pg::LOCKED;
     }
 
     /// `page_cache_ra_unbounded()` + `read_pages()`: allocate the window's missing pages into the
