@@ -221,6 +221,7 @@ impl Sim {
                 break;
             }
             if ev.time > self.p.max_sim_ns {
+                self.latr_drain();
                 if self.oracle.is_some() {
                     self.check_structure();
                 }
@@ -268,6 +269,7 @@ impl Sim {
             }
         }
         let end = self.cpus.iter().map(|c| c.clock).max().unwrap_or(0);
+        self.latr_drain();
         if self.oracle.is_some() {
             self.check_structure();
         }
@@ -296,6 +298,10 @@ impl Sim {
         let ci = cpu.0 as usize;
         let Some(t) = self.cpus[ci].current else { return };
         self.prof.reset_stack(cpu);
+        if self.latr.is_some() {
+            // LATR (mm/latr.rs): ticks up to now applied lazy invalidations; release frees.
+            self.latr_advance(cpu);
+        }
         if self.maybe_preempt(cpu) {
             return;
         }

@@ -499,6 +499,11 @@ pub struct Sim {
     pub tracer: Option<Box<crate::report::trace_log::Tracer>>,
     /// `--timeline`: the counter sampler (src/report/timeline.rs); None = off.
     pub timeline: Option<Box<crate::report::timeline::Timeline>>,
+    /// arch/x86/mm/invlpgb.rs, rar.rs: global ASIDs, INVLPGB/TLBSYNC and RAR state (all off
+    /// unless machine.invlpgb or machine.rar).
+    pub bcast: Box<crate::arch::x86::mm::invlpgb::Broadcast>,
+    /// mm/latr.rs: LATR lazy shootdown state; None unless kernel.flush_policy = "latr".
+    pub latr: Option<Box<crate::mm::latr::Latr>>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -614,6 +619,8 @@ impl Sim {
             prof: crate::kernel::profile::Profile::new(ncpus),
             tracer: None,
             timeline: None,
+            bcast: Box::new(crate::arch::x86::mm::invlpgb::Broadcast::new(cfg, ncpus)),
+            latr: crate::mm::latr::Latr::from_config(cfg, ncpus),
         };
         sim.locks = crate::kernel::locking::Locks::new(
             sim.cpus.iter().map(|c| c.socket).collect(),

@@ -52,6 +52,9 @@ pub struct Report {
     /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<timeline::TimelineReport>,
+    /// INVLPGB / RAR / LATR counters (arch/x86/mm/invlpgb.rs); absent when none is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flush_alt: Option<crate::arch::x86::mm::invlpgb::FlushAltReport>,
 }
 
 impl Report {
@@ -125,6 +128,7 @@ impl Report {
             lock_stat: lock_stat::lock_stat_rows(sim),
             profile: lock_stat::profile_rows(sim),
             timeline: timeline::TimelineReport::from_sim(sim),
+            flush_alt: sim.flush_alt_report(),
         }
     }
 
@@ -214,6 +218,9 @@ impl Report {
             self.counters["nr_tlb_remote_flush"],
             self.counters["pgfault"]
         );
+        if let Some(f) = &self.flush_alt {
+            let _ = writeln!(s, "{}\n", f.summary);
+        }
         s.push_str("==> /proc/interrupts <==\n");
         s.push_str(&self.proc_interrupts());
         s.push_str("\n==> /proc/vmstat <==\n");
