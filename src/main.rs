@@ -101,7 +101,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, flush-alternatives.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000")]
     Reproduce {
         /// batched-flush, vmacache or hvo.
         name: String,
@@ -152,6 +152,10 @@ enum Cmd {
         /// generations): only the stale-TLB oracle classifies.
         #[arg(long)]
         no_structural: bool,
+        /// KEY=VALUE applied to every seed's scenario after its own knobs (e.g.
+        /// machine.invlpgb=true; docs/flush-alternatives.md). Repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Developer command: fuzz the scenario loader, op language, trace parser and generated
     /// scenarios in-process; exit 3 if any case panics (docs/check.md, "Fuzzing").
@@ -204,7 +208,7 @@ fn main() -> ExitCode {
         Cmd::Reproduce { name, json, set, seeds, report } => cmd_reproduce(&name, json, &set, seeds, report),
         Cmd::Compare { runs, all } => mmsim::compare::cli(&runs, all),
         Cmd::Trace(TraceCmd::Record { out, cmd }) => mmsim::trace::record_cli(out, cmd),
-        Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
+        Cmd::Check { seeds, seed, inject, json, no_structural, set } => mmsim::check::swarm::cli_sets(seeds, seed, inject, json, !no_structural, set),
         Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));

@@ -41,6 +41,8 @@ pub struct LatrStats {
     pub applied_tick: u64,
     pub applied_switch: u64,
     pub deferred_pages: u64,
+    /// CPU time of entries applied at a context switch (outside the profile's flush functions), ns.
+    pub apply_switch_ns: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -190,6 +192,9 @@ impl Sim {
             self.mark(if at_switch { "latr applied at context switch" } else { "latr applied at tick" });
             if at_switch {
                 self.charge_sys(cpu, cost);
+                if let Some(l) = self.latr.as_mut() {
+                    l.stats.apply_switch_ns += cost;
+                }
             } else {
                 self.steal_irq_time(cpu, when, cost.round() as Ns);
             }
@@ -247,6 +252,11 @@ impl Sim {
     /// For the structural checker: `cpu` has entries pending for `mm`, so it may lag its tlb_gen.
     pub fn latr_pending_for(&self, cpu: CpuId, mm: MmId) -> bool {
         self.latr.as_ref().is_some_and(|l| l.queues[cpu.0 as usize].iter().any(|e| e.mm == mm))
+    }
+
+    /// A lazy munmap holds a reference on `pfn`.
+    pub fn latr_holds(&self, pfn: Pfn) -> bool {
+        self.latr.as_ref().is_some_and(|l| l.frees.iter().any(|d| d.pages.contains(&pfn)))
     }
 
     /// For the structural checker: pages held back by LATR (each holds one reference).

@@ -109,6 +109,13 @@ impl Sim {
         let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
+            if self.latr.is_some() && self.latr_holds(src) {
+                // A lazy munmap's reference (mm/latr.rs) is one more than folio_migrate_mapping()
+                // expects: -EAGAIN, the folio goes back.
+                self.lru_add(src);
+                failed += 1;
+                continue;
+            }
             let dst = match self.alloc_pages_node_nocheck(target, 0) {
                 Some(d) if self.pfn_node(d) == target => d,
                 other => {

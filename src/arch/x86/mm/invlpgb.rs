@@ -55,6 +55,12 @@ pub struct BroadcastStats {
     /// RAR (rar.rs): flushes sent as RAR actions, and actions (one per target CPU).
     pub rar_flushes: u64,
     pub rar_actions: u64,
+    /// CPU time of INVLPGB issue and TLBSYNC (or RAR send + completion wait) waits, ns.
+    pub invlpgb_ns: f64,
+    pub tlbsync_ns: f64,
+    /// INVLPGB time issued from arch_tlbbatch_add_pending() (inside try_to_unmap, so outside the
+    /// flush functions of the profile), ns.
+    pub batch_add_ns: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -64,6 +70,8 @@ pub struct Broadcast {
     /// X86_FEATURE_RAR in use (rar.rs): machine.rar, a 6.15+ preset, PCID on.
     pub rar: bool,
     pub count_max: u64,
+    /// kernel.global_asid_eager (a stress setting, not the kernel's rule).
+    pub eager: bool,
     pub invlpgb_ns: f64,
     pub tlbsync_ns: f64,
     pub rar_send_ns: f64,
@@ -89,6 +97,7 @@ impl Broadcast {
             invlpgb: c.bool("machine.invlpgb") && v >= (6, 15) && pcid,
             rar: c.bool("machine.rar") && v >= (6, 15) && pcid,
             count_max: c.int("machine.invlpgb_count_max") as u64,
+            eager: c.bool("kernel.global_asid_eager"),
             invlpgb_ns: c.float("cost.invlpgb_ns"),
             tlbsync_ns: c.float("cost.tlbsync_ns"),
             rar_send_ns: c.float("cost.rar_send_ns"),
@@ -161,6 +170,10 @@ impl Sim {
     /// matches jiffies modulo 32), give an mm running on 4+ CPUs a global ASID.
     pub fn consider_global_asid(&mut self, cpu: CpuId, mm: MmId) {
         if !self.bcast.global_asids() {
+            return;
+        }
+        if self.bcast.eager {
+            self.use_global_asid(cpu, mm);
             return;
         }
         let pid = self.cpus[cpu.0 as usize].current.map_or(0, |t| t.0 as u64);
@@ -238,20 +251,36 @@ impl Sim {
         self.bcast.asid_transition[i] = false;
     }
 
-    /// Issue one INVLPGB (`__invlpgb()`), and set `need_tlbsync`.
+    /// Issue one INVLPGB (`__invlpgb()`), and set `need_tlbsync`. Under RAR (rar.rs) the same
+    /// queue collects a batched unmap's pages for one RAR payload sent at the batch's flush.
     fn invlpgb_issue(&mut self, cpu: CpuId, inv: Inval) {
         let ci = cpu.0 as usize;
-        self.bcast.stats.invlpgb += 1;
         self.bcast.pending[ci].push(inv);
         self.bcast.need_tlbsync[ci] = true;
-        self.charge_sys(cpu, self.bcast.invlpgb_ns);
+        if self.bcast.invlpgb {
+            self.bcast.stats.invlpgb += 1;
+            self.bcast.stats.invlpgb_ns += self.bcast.invlpgb_ns;
+            self.charge_sys(cpu, self.bcast.invlpgb_ns);
+        }
     }
 
     /// `__tlbsync()`: wait for this CPU's INVLPGBs; every CPU's TLB has dropped their targets.
+    /// Under RAR: send the collected pages as one RAR action to every other CPU and wait.
     pub fn tlbsync_now(&mut self, cpu: CpuId) {
         let ci = cpu.0 as usize;
-        self.bcast.stats.tlbsync += 1;
         self.bcast.need_tlbsync[ci] = false;
+        if !self.bcast.invlpgb {
+            let others = self.cpus.len() as u64 - 1;
+            self.bcast.stats.rar_flushes += 1;
+            self.bcast.stats.rar_actions += others;
+            let wait = self.bcast.rar_send_ns * others as f64 + self.bcast.rar_complete_ns;
+            self.bcast.stats.tlbsync_ns += wait;
+            self.charge_sys(cpu, wait);
+        } else {
+            self.bcast.stats.tlbsync += 1;
+            self.bcast.stats.tlbsync_ns += self.bcast.tlbsync_ns;
+            self.charge_sys(cpu, self.bcast.tlbsync_ns);
+        }
         let pending = std::mem::take(&mut self.bcast.pending[ci]);
         for inv in &pending {
             for c in &mut self.cpus {
@@ -273,14 +302,13 @@ impl Sim {
         }
         self.bcast.pending[ci] = pending;
         self.bcast.pending[ci].clear();
-        self.charge_sys(cpu, self.bcast.tlbsync_ns);
     }
 
     /// `tlbsync()`: only if this CPU has INVLPGBs outstanding (switch_mm_irqs_off(),
     /// enter_lazy_tlb(), arch_tlbbatch_flush()).
     #[inline]
     pub fn tlbsync(&mut self, cpu: CpuId) {
-        if self.bcast.invlpgb && self.bcast.need_tlbsync[cpu.0 as usize] {
+        if self.bcast.global_asids() && self.bcast.need_tlbsync[cpu.0 as usize] {
             self.tlbsync_now(cpu);
         }
     }
@@ -326,8 +354,10 @@ impl Sim {
     /// sync). Returns true if that was all (the caller then neither ORs mm_cpumask into the batch
     /// nor bumps tlb_gen); false if the mm needs the IPI path too (no global ASID, or still in
     /// transition, when both are sent).
+    /// Under RAR the page joins the payload sent at the batch's flush (the RFC's pageout path);
+    /// an IPI flush would skip lazy CPUs, which a global ASID never catches up.
     pub fn invlpgb_tlbbatch_add_pending(&mut self, cpu: CpuId, mm: MmId, vpn: u64) -> bool {
-        if !self.bcast.invlpgb {
+        if !self.bcast.global_asids() {
             return false;
         }
         let asid = self.mm_global_asid(mm);
@@ -335,6 +365,9 @@ impl Sim {
             return false;
         }
         self.invlpgb_issue(cpu, Inval::Range { asid, addr: vpn, nr: 1, stride_shift: PAGE_SHIFT });
+        if self.bcast.invlpgb {
+            self.bcast.stats.batch_add_ns += self.bcast.invlpgb_ns;
+        }
         self.mark("invlpgb batched page");
         !self.mm_in_asid_transition(mm)
     }

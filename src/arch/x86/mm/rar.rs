@@ -10,8 +10,10 @@
 //! uses RAR only for mms with a global ASID (one PCID everywhere, so one payload fits every
 //! target), assigned by the same rules as INVLPGB's (`consider_global_asid()`); other mms keep
 //! IPIs. Modelled: that path of `flush_tlb_mm_range()` (`rar_tlb_flush()`), the payload and
-//! action accounting, completion polling. Left out: RAR for kernel-range flushes and for
-//! `arch_tlbbatch_flush()` (those stay IPIs here), the payload-slot allocation and its locking.
+//! action accounting, completion polling, and batched unmaps of global-ASID mms (their pages
+//! are collected at `arch_tlbbatch_add_pending()` and sent as one action to every other CPU at
+//! the batch's flush, reusing invlpgb.rs's queue). Left out: RAR for kernel-range flushes (they
+//! stay IPIs), the payload-slot allocation and its locking.
 //!
 //! | state               | meaning                                           | who changes it        |
 //! |---------------------|---------------------------------------------------|-----------------------|
@@ -63,6 +65,7 @@ impl Sim {
             done = done.max(arrive + cost);
         }
         self.charge_sys(cpu, self.bcast.rar_send_ns * targets.len() as f64);
+        self.bcast.stats.tlbsync_ns += self.bcast.rar_send_ns * targets.len() as f64;
         // The local part: flush_tlb_func() would return early for a global ASID, so the RFC
         // flushes the local TLB itself.
         if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
@@ -85,6 +88,7 @@ impl Sim {
         let now = self.now(cpu);
         if done > now {
             self.charge_sys(cpu, (done - now) as f64);
+            self.bcast.stats.tlbsync_ns += (done - now) as f64;
         }
     }
 }

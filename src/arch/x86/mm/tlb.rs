@@ -263,7 +263,14 @@ impl Sim {
         if self.mm_needs_global_asid(loaded, self.cpus[ci].tlbstate.loaded_mm_asid) {
             self.switch_mm_irqs_off(cpu, Some(loaded));
         }
-        if crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(self.cpus[ci].tlbstate.loaded_mm_asid) {
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        if crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(asid) {
+            if !self.bcast.invlpgb {
+                // RAR RFC (rar.rs): nothing INVLPGBs the batched unmaps of a global-ASID mm, so
+                // an IPI'd flush drops the whole global PCID here (a model choice).
+                self.cpus[ci].tlb.flush_asid(asid);
+                self.charge_sys(cpu, self.p.flush_full_ns);
+            }
             return;
         }
         let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
