@@ -130,3 +130,20 @@ fn latr_on_mprotect_is_reported_as_a_lost_write() {
     let (v, _) = mprotect_race(&["kernel.flush_policy=\"latr\"", "kernel.latr_mprotect=true"]);
     assert!(v.iter().any(|v| v.class == Class::LostWrite), "{:?}", v.iter().map(|v| (v.class, &v.detail)).collect::<Vec<_>>());
 }
+
+#[test]
+fn reproduce_flush_alternatives_table() {
+    let out = mmsim::reproduce::flush_alternatives::experiment().expect("runs");
+    let row = |w: &str, m: &str| out.rows.iter().find(|r| r.workload.starts_with(w) && r.mechanism == m).unwrap_or_else(|| panic!("{w} / {m}"));
+    let ipi = row("munmap-storm", "ipi (linux-6.18)");
+    for m in ["invlpgb", "invlpgb, every mm global", "rar (RFC)", "latr"] {
+        let r = row("munmap-storm", m);
+        assert!(r.flush_cpu_ms.unwrap() < ipi.flush_cpu_ms.unwrap(), "{m}: {:?} vs {:?}", r.flush_cpu_ms, ipi.flush_cpu_ms);
+        assert!(r.shootdown_irqs.unwrap() < ipi.shootdown_irqs.unwrap());
+    }
+    // Seed 002's batching is what saves flushes on its own workload.
+    assert!(row("lru-file-mmap-read", "ipi, batched unmap flush off (seed 002 off)").remote_flush_requests > row("lru-file-mmap-read", "ipi (linux-6.18)").remote_flush_requests);
+    let luf = out.rows.iter().find(|r| r.workload.starts_with("LUF")).expect("LUF row");
+    assert!(luf.flush_cpu_ms.is_none() && luf.note.contains("not yet available"));
+    assert!(mmsim::reproduce::flush_alternatives::plot_svg(&out).unwrap().contains("<svg"));
+}
