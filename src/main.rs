@@ -102,7 +102,7 @@ enum Cmd {
         json: Option<PathBuf>,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Reproduce {
         /// batched-flush, vmacache, hvo or numa-delayed-map.
         name: String,
@@ -142,7 +142,7 @@ enum Cmd {
     Trace(TraceCmd),
     /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
     /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
-    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask")]
+    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask\n  mmsim check --seeds 1000 --set machine.cpu_vendor=amd --set machine.invlpgb=true")]
     Check {
         /// Seeds to run (1..=N), stopping at the first violation.
         #[arg(long, default_value_t = 100)]
@@ -160,6 +160,10 @@ enum Cmd {
         /// generations): only the stale-TLB oracle classifies.
         #[arg(long)]
         no_structural: bool,
+        /// KEY=VALUE applied to every seed's scenario after its own knobs (e.g.
+        /// machine.invlpgb=true; docs/flush-alternatives.md). Repeatable.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Developer command: fuzz the scenario loader, op language, trace parser and generated
     /// scenarios in-process; exit 3 if any case panics (docs/check.md, "Fuzzing").
@@ -237,7 +241,7 @@ fn main() -> ExitCode {
             mmsim::interrupt::install();
             mmsim::trace::record_cli(out, cmd)
         }
-        Cmd::Check { seeds, seed, inject, json, no_structural } => mmsim::check::swarm::cli(seeds, seed, inject, json, !no_structural),
+        Cmd::Check { seeds, seed, inject, json, no_structural, set } => mmsim::check::swarm::cli_sets(seeds, seed, inject, json, !no_structural, set),
         Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));

@@ -226,6 +226,7 @@ impl Sim {
                 break;
             }
             if ev.time > self.p.max_sim_ns {
+                self.latr_drain();
                 if self.oracle.is_some() {
                     self.check_structure();
                 }
@@ -277,6 +278,7 @@ impl Sim {
             }
         }
         let end = self.cpus.iter().map(|c| c.clock).max().unwrap_or(0);
+        self.latr_drain();
         if self.oracle.is_some() {
             self.check_structure();
         }
@@ -305,6 +307,10 @@ impl Sim {
         let ci = cpu.0 as usize;
         let Some(t) = self.cpus[ci].current else { return };
         self.prof.reset_stack(cpu);
+        if self.latr.is_some() {
+            // LATR (mm/latr.rs): ticks up to now applied lazy invalidations; release frees.
+            self.latr_advance(cpu);
+        }
         if self.maybe_preempt(cpu) {
             return;
         }

@@ -527,6 +527,11 @@ pub struct Sim {
     pub timeline: Option<Box<crate::report::timeline::Timeline>>,
     /// Memory tiers, demotion targets and per-node promotion state (mm/memory_tiers.rs).
     pub tiers: crate::mm::memory_tiers::MemoryTiers,
+    /// arch/x86/mm/invlpgb.rs, rar.rs: global ASIDs, INVLPGB/TLBSYNC and RAR state (all off
+    /// unless machine.invlpgb or machine.rar).
+    pub bcast: Box<crate::arch::x86::mm::invlpgb::Broadcast>,
+    /// mm/latr.rs: LATR lazy shootdown state; None unless kernel.flush_policy = "latr".
+    pub latr: Option<Box<crate::mm::latr::Latr>>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -643,6 +648,8 @@ impl Sim {
             tracer: None,
             timeline: None,
             tiers: Default::default(),
+            bcast: Box::new(crate::arch::x86::mm::invlpgb::Broadcast::new(cfg, ncpus)),
+            latr: crate::mm::latr::Latr::from_config(cfg, ncpus),
         };
         sim.tiers = crate::mm::memory_tiers::MemoryTiers::new(&sim.nodes, &sim.node_latency, &sim.node_bandwidth);
         sim.locks = crate::kernel::locking::Locks::new(

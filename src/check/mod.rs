@@ -161,12 +161,20 @@ impl Sim {
         }
         // The entry is stale: its PTE is gone or maps another frame.
         let (cur_key, vma_flags) = self.logical_key_and_vma_flags(mm, vpn);
+        // LATR (mm/latr.rs): an entry a lazy munmap has not yet reached on this CPU.
+        let latr_lazy = vma_flags.is_none() && self.latr_covers(cpu, mm, vpn);
         let allowed_now = vma_flags.is_some_and(|f| f & if write { vm::WRITE } else { vm::READ } != 0);
         let o = self.oracle.as_mut().expect("oracle on");
         let frame_gen = o.frame_gen(e.pfn);
         if frame_gen != f.frame_gen {
             o.event(e.pfn, t, Some(cpu), if write { "stale write" } else { "stale read" }, Some(mm), vpn);
             o.report(Class::UseAfterReuse, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale TLB entry reached pfn {}, freed{} since the fill (generation {} -> {frame_gen}); PTE now {:?}", cpu.0, mm.0, e.pfn.0, if frame_gen.wrapping_sub(f.frame_gen) > 1 { " and reallocated" } else { "" }, f.frame_gen, pte));
+        } else if latr_lazy {
+            // LATR's contract: until the CPU's next tick or context switch an access to the
+            // unmapped range may still reach the old frame, which is not freed before then.
+            o.allowed_stale_reads += 1;
+            o.event(e.pfn, t, Some(cpu), "access through a lazily invalidated entry (LATR)", Some(mm), vpn);
+            o.mark("allowed lazy access (LATR)");
         } else if !allowed_now {
             o.event(e.pfn, t, Some(cpu), if write { "stale write the VMA forbids" } else { "stale read the VMA forbids" }, Some(mm), vpn);
             o.report(Class::MissingTrap, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale entry to pfn {} did not fault, but the address {} (the unmap or protection change returned without flushing this CPU)", cpu.0, mm.0, e.pfn.0, if vma_flags.is_none() { "is no longer mapped" } else { "no longer allows it" }));

@@ -86,6 +86,9 @@ struct Seen {
     free: u8,
     /// LRU lists holding the frame.
     lru: u8,
+    /// Held back by a LATR lazy munmap until every CPU applied it (mm/latr.rs): one reference,
+    /// the folio stays on the LRU.
+    latr: u16,
 }
 
 /// The problems found in one call, at most [`PER_CHECK`] per checker.
@@ -392,6 +395,9 @@ impl Sim {
                 seen[w.pfn.0 as usize].inflight += 1;
             }
         }
+        for p in self.latr_held_pages() {
+            seen[p.0 as usize].latr += 1;
+        }
     }
 
     /// Whether a reclaim's deferred flush still owes `cpu` a flush (a task's pending batch
@@ -445,7 +451,7 @@ impl Sim {
                 report!(found, "lru", pfn, "pfn {i} has flags {:#x} but is on {} LRU lists", f.flags, s.lru);
             }
             let user = f.flags & (pg::ANON | pg::FILE) != 0 && f.flags & pg::FREE == 0;
-            if user && s.lru as u32 + s.batch as u32 + s.inflight as u32 != 1 {
+            if user && s.latr == 0 && s.lru as u32 + s.batch as u32 + s.inflight as u32 != 1 {
                 report!(found, "lru", pfn, "user pfn {i} (flags {:#x}, refcount {}, mapcount {}) is on {} LRU lists, in {} lru_add batches and held by {} kernel works in flight (want exactly one of these)", f.flags, f.refcount, f.mapcount, s.lru, s.batch, s.inflight);
             } else if !user && s.batch > 0 {
                 report!(found, "lru", pfn, "pfn {i} (flags {:#x}) is in an lru_add batch but is not a user page", f.flags);
@@ -549,20 +555,20 @@ impl Sim {
             let pfn = Pfn(i as u32);
             if kernel_frame(f) {
                 let table = f.flags & pg::PGTABLE != 0;
-                let want_tables = table as u16;
-                if s.ptes > 0 || f.mapcount != 0 || s.cache > 0 || s.tables != want_tables || f.refcount > 1 || (table && f.refcount != 1) {
+                let want_tables = (table && s.latr == 0) as u16;
+                if s.ptes > 0 || f.mapcount != 0 || s.cache > 0 || s.tables != want_tables || f.refcount > 1 || (table && f.refcount != 1) || s.latr > 1 {
                     report!(found, "refcount", pfn, "kernel pfn {i} (flags {:#x}, mapping {:#x}) has refcount {} mapcount {}, {} user PTEs, {} page-table slots, {} page-cache slots", f.flags, f.mapping, f.refcount, f.mapcount, s.ptes, s.tables, s.cache);
                 }
                 continue;
             }
-            if f.flags & (pg::ANON | pg::FILE) == 0 && s.inflight == 0 {
+            if f.flags & (pg::ANON | pg::FILE) == 0 && s.inflight == 0 && s.latr == 0 {
                 report!(found, "refcount", pfn, "pfn {i} is allocated (refcount {}, mapcount {}, flags {:#x}) but owned by nothing: no page table, page cache, anon mapping or kernel user", f.refcount, f.mapcount, f.flags);
                 continue;
             }
             if s.tables > 0 {
                 report!(found, "refcount", pfn, "user pfn {i} (flags {:#x}) is also held in {} page-table slots", f.flags, s.tables);
             }
-            let want = s.ptes + s.cache.min(1) as u32 * (f.flags & pg::FILE != 0) as u32 + s.batch as u32 + s.inflight as u32;
+            let want = s.ptes + s.cache.min(1) as u32 * (f.flags & pg::FILE != 0) as u32 + s.batch as u32 + s.inflight as u32 + s.latr as u32;
             if f.refcount != want || f.refcount < f.mapcount.max(0) as u32 {
                 report!(found, "refcount", pfn, "pfn {i} (flags {:#x}) has refcount {} but the model holds {want} references: {} PTEs, {} page cache, {} lru_add batch, {} in flight (mapcount {})", f.flags, f.refcount, s.ptes, s.cache.min(1), s.batch, s.inflight, f.mapcount);
             }
@@ -586,13 +592,16 @@ impl Sim {
                 continue;
             }
             let a = st.loaded_mm_asid as usize;
+            if self.is_mm_global_asid(mm, a as u16) {
+                continue; // a global ASID: INVLPGB/RAR keep it current (arch/x86/mm/invlpgb.rs)
+            }
             let Some(ctx) = st.ctxs.get(a) else {
                 report!(found, "cpumask", Pfn(0), "cpu{} runs mm{} in ASID {a}, beyond the {TLB_NR_DYN_ASIDS} slots", c.id.0, mm.0);
                 continue;
             };
             if ctx.ctx_id != m.ctx_id {
                 report!(found, "cpumask", Pfn(0), "cpu{} runs mm{} (ctx_id {}) in ASID {a}, whose slot holds ctx_id {}", c.id.0, mm.0, m.ctx_id, ctx.ctx_id);
-            } else if ctx.tlb_gen != m.tlb_gen && !self.flush_in_flight_for(c.id) {
+            } else if ctx.tlb_gen != m.tlb_gen && !self.flush_in_flight_for(c.id) && !self.latr_pending_for(c.id, mm) {
                 report!(found, "cpumask", Pfn(0), "cpu{} runs mm{} (not lazy) at tlb_gen {} but the mm is at {}: a flush it was owed never reached it", c.id.0, mm.0, ctx.tlb_gen, m.tlb_gen);
             }
         }

@@ -197,7 +197,14 @@ pub fn run_seed(seed: u64, inject: Inject) -> SeedResult {
 
 /// Run one seed with the oracle on, and the structural checkers if `structural`.
 pub fn run_seed_with(seed: u64, inject: Inject, structural: bool) -> SeedResult {
-    let (sets, threads) = scenario(seed, inject);
+    run_seed_sets(seed, inject, structural, &[])
+}
+
+/// [`run_seed_with`] with `extra` `--set KEY=VALUE`s applied after the seed's own (`mmsim check
+/// --set`: e.g. the flush alternatives, docs/flush-alternatives.md).
+pub fn run_seed_sets(seed: u64, inject: Inject, structural: bool, extra: &[String]) -> SeedResult {
+    let (mut sets, threads) = scenario(seed, inject);
+    sets.extend(extra.iter().cloned());
     let cfg = Config::with_threads(&sets, threads).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} is invalid: {e}"));
     let mut sim = Sim::build(&cfg).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} does not build: {e}"));
     sim.enable_oracle();
@@ -231,6 +238,11 @@ pub const EXIT_VIOLATION: u8 = 3;
 /// `mmsim check`: run seeds `first..first+seeds` (or the one `--seed`), stop at the first seed
 /// with a violation, print it with its reproducer. Returns the process exit code.
 pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<std::path::PathBuf>, structural: bool) -> std::process::ExitCode {
+    cli_sets(seeds, seed, inject, json, structural, Vec::new())
+}
+
+/// `mmsim check` with `--set`s added to every seed's scenario.
+pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<std::path::PathBuf>, structural: bool, extra: Vec<String>) -> std::process::ExitCode {
     use std::process::ExitCode;
     let inject = match inject.as_deref() {
         None | Some("none") => Inject::None,
@@ -259,7 +271,7 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
     // Seeds run in parallel (rayon), a chunk at a time; results are taken in seed order and the
     // run stops at the first seed with a violation, so the output does not depend on threads.
     'chunks: for chunk in list.chunks(CHUNK) {
-        let results: Vec<SeedResult> = chunk.par_iter().map(|&s| run_seed_with(s, inject, structural)).collect();
+        let results: Vec<SeedResult> = chunk.par_iter().map(|&s| run_seed_sets(s, inject, structural, &extra)).collect();
         for r in results {
             out.seeds_run += 1;
             bar.inc(1);
@@ -300,7 +312,8 @@ pub fn cli(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Option<s
                 println!("    {h}");
             }
             println!("  scenario: --set {}", r.sets.join(" --set "));
-            println!("  reproduce: mmsim check --seed {}{inj}{}", r.seed, if structural { "" } else { " --no-structural" });
+            let sets: String = extra.iter().map(|s| format!(" --set '{s}'")).collect();
+            println!("  reproduce: mmsim check --seed {}{inj}{}{sets}", r.seed, if structural { "" } else { " --no-structural" });
         }
         None => {
             println!("{} seeds{inj}: no violation ({:.1} seeds/s)", out.seeds_run, out.seeds_run as f64 / secs.max(1e-9));

@@ -134,7 +134,7 @@ pub static KNOBS: &[Knob] = &[
 
 /// Every knob table: the core one here and one per mechanism area, each in its own file so that
 /// work on one mechanism never edits another's declarations.
-pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS, super::knobs_check::CHECK_KNOBS, super::knobs_numa::NUMA_KNOBS, super::knobs_llm::LLM_KNOBS];
+pub static TABLES: &[&[Knob]] = &[KNOBS, super::knobs_vma::VMA_KNOBS, super::knobs_hugetlb::HUGETLB_KNOBS, super::knobs_check::CHECK_KNOBS, super::knobs_numa::NUMA_KNOBS, super::knobs_llm::LLM_KNOBS, super::knobs_flush::FLUSH_KNOBS];
 
 /// All knobs, in declaration order.
 pub fn all() -> impl Iterator<Item = &'static Knob> {

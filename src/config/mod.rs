@@ -11,6 +11,7 @@ pub mod knobs_llm;
 pub mod knobs_numa;
 pub mod knobs_hugetlb;
 pub mod knobs_vma;
+pub mod knobs_flush;
 pub mod estimate;
 pub mod presets;
 pub mod profile;
@@ -497,6 +498,14 @@ impl Config {
                 let blame = if self.raw(k).is_some() && self.raw(ways_key).is_none() { k } else { ways_key };
                 return Err(ConfigError::key(&self.origin(blame), blame, format!("{e} entries cannot form {w}-way sets")));
             }
+        }
+        // Flush alternatives (knobs_flush.rs): each instruction exists on one vendor only.
+        let vendor = self.str("machine.cpu_vendor");
+        if self.bool("machine.invlpgb") && vendor != "amd" {
+            return Err(ConfigError::key(&self.origin("machine.invlpgb"), "machine.invlpgb", format!("INVLPGB is an AMD instruction (set machine.cpu_vendor = \"amd\"; it is \"{vendor}\")")));
+        }
+        if self.bool("machine.rar") && vendor != "intel" {
+            return Err(ConfigError::key(&self.origin("machine.rar"), "machine.rar", format!("RAR is an Intel feature (machine.cpu_vendor is \"{vendor}\")")));
         }
         for t in &self.threads {
             if let Some(c) = t.cpu {

@@ -136,6 +136,16 @@ impl Sim {
         let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
+            if self.latr.is_some() && self.latr_holds(src) {
+                // A lazy munmap's reference (mm/latr.rs) is one more than folio_migrate_mapping()
+                // expects: -EAGAIN, the folio goes back (a demotion hands it back to reclaim).
+                match demote.as_deref_mut() {
+                    Some(failed_out) => failed_out.push(src),
+                    None => self.lru_add(src),
+                }
+                failed += 1;
+                continue;
+            }
             if let Some(failed_out) = demote.as_deref_mut() {
                 match self.alloc_demote_folio(cpu, target.0) {
                     Some(dst) => {

@@ -168,6 +168,7 @@ impl Sim {
         }
         // unmap_region(): zap, then free the page tables of the hole between the neighbours.
         let mut tlb = MmuGather::new(mm, false);
+        tlb.lazy = self.latr.is_some();
         self.unmap_vmas(cpu, &mut tlb, start, end, false);
         for s in &doomed {
             let v = self.mm_mut(mm).vmas.remove(s).unwrap();

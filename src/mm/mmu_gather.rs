@@ -23,12 +23,15 @@ pub struct MmuGather {
     pub pages: Vec<Pfn>,
     /// Page-table pages freed after the flush.
     pub tables: Vec<Pfn>,
+    /// LATR (mm/latr.rs): flush lazily and hold the frees back (munmap under
+    /// kernel.flush_policy = "latr"). Not a kernel field.
+    pub lazy: bool,
 }
 
 impl MmuGather {
     /// `tlb_gather_mmu()` / `tlb_gather_mmu_fullmm()`.
     pub fn new(mm: MmId, fullmm: bool) -> Self {
-        MmuGather { mm, fullmm, start: u64::MAX, end: 0, freed_tables: false, cleared_ptes: false, pages: Vec::new(), tables: Vec::new() }
+        MmuGather { mm, fullmm, start: u64::MAX, end: 0, freed_tables: false, cleared_ptes: false, pages: Vec::new(), tables: Vec::new(), lazy: false }
     }
 
     fn adjust_range(&mut self, start: u64, end: u64) {
@@ -65,7 +68,11 @@ impl Sim {
         }
         let (start, end) = if tlb.fullmm { (0, FLUSH_ALL) } else { (tlb.start, tlb.end) };
         let stride = if tlb.cleared_ptes { PAGE_SHIFT } else { PMD_SHIFT };
-        self.flush_tlb_mm_range(cpu, tlb.mm, start, end, stride, tlb.freed_tables);
+        if tlb.lazy {
+            self.latr_flush_tlb_mm_range(cpu, tlb.mm, start, end, stride, tlb.freed_tables);
+        } else {
+            self.flush_tlb_mm_range(cpu, tlb.mm, start, end, stride, tlb.freed_tables);
+        }
         tlb.start = u64::MAX;
         tlb.end = 0;
         tlb.cleared_ptes = false;
@@ -76,6 +83,11 @@ impl Sim {
     pub fn tlb_flush_mmu(&mut self, cpu: CpuId, tlb: &mut MmuGather) {
         self.tlb_flush_mmu_tlbonly(cpu, tlb);
         let n = tlb.pages.len() + tlb.tables.len();
+        if tlb.lazy {
+            let mut held = std::mem::take(&mut tlb.pages);
+            held.append(&mut tlb.tables);
+            self.latr_defer_free(cpu, held);
+        }
         for pfn in std::mem::take(&mut tlb.pages) {
             self.put_page(pfn);
         }

@@ -1,5 +1,6 @@
 //! The core memory-management code, one file per kernel file under mm/.
 pub mod filemap;
+pub mod latr;
 pub mod hugetlb;
 pub mod hugetlb_vmemmap;
 pub mod madvise;

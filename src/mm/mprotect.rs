@@ -45,6 +45,8 @@ impl Sim {
         self.split_vma_at(mm, end);
         let starts: Vec<u64> = self.mm(mm).vmas.range(start..end).map(|(&s, _)| s).collect();
         let mut tlb = MmuGather::new(mm, false);
+        // kernel.latr_mprotect: the misuse LATR rules out (mm/latr.rs).
+        tlb.lazy = self.latr.as_ref().is_some_and(|l| l.mprotect);
         for s in starts {
             let v = self.mm_mut(mm).vmas.get_mut(&s).unwrap();
             v.flags = (v.flags & !(vm::READ | vm::WRITE)) | prot.vm_flags();

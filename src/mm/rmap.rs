@@ -77,14 +77,17 @@ impl Sim {
             Some(_) if defer && !accessible && self.p.tlb_ubc_skip_inaccessible => self.mark("inaccessible pte: no flush"),
             Some(b) if defer => {
                 // set_tlb_ubc_flush_pending(): arch_tlbbatch_add_pending() ORs mm_cpumask into
-                // the batch and bumps the mm's tlb_gen.
+                // the batch and bumps the mm's tlb_gen; with a global ASID it INVLPGBs the page
+                // instead (arch/x86/mm/invlpgb.rs).
+                if !self.invlpgb_tlbbatch_add_pending(cpu, mm, vpn) {
                 let mut mask = self.mm(mm).cpumask.clone();
                 if self.inject == crate::check::Inject::StaleMmCpumask {
                     crate::check::drop_one_cpu(&mut mask, cpu);
                 }
                 b.cpumask.or(&mask);
-                self.mark("batched flush deferred");
                 self.inc_mm_tlb_gen(mm);
+                }
+                self.mark("batched flush deferred");
                 b.flush_required = true;
                 // After the PTE clear: racing page-table changers must flush first.
                 self.mm_mut(mm).tlb_flush_batched_pending += 1;

@@ -56,6 +56,9 @@ pub struct Report {
     /// Memory tiers and promotion state (src/report/tiering.rs); only with a memory-only node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tiering: Option<tiering::TieringReport>,
+    /// INVLPGB / RAR / LATR counters (arch/x86/mm/invlpgb.rs); absent when none is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flush_alt: Option<crate::arch::x86::mm::invlpgb::FlushAltReport>,
 }
 
 impl Report {
@@ -138,6 +141,7 @@ impl Report {
             profile: lock_stat::profile_rows(sim),
             timeline: timeline::TimelineReport::from_sim(sim),
             tiering: tiering::TieringReport::from_sim(sim),
+            flush_alt: sim.flush_alt_report(),
         }
     }
 
@@ -227,6 +231,9 @@ impl Report {
             self.counters["nr_tlb_remote_flush"],
             self.counters["pgfault"]
         );
+        if let Some(f) = &self.flush_alt {
+            let _ = writeln!(s, "{}\n", f.summary);
+        }
         s.push_str("==> /proc/interrupts <==\n");
         s.push_str(&self.proc_interrupts());
         s.push_str("\n==> /proc/vmstat <==\n");

@@ -2,6 +2,7 @@
 //! printed beside simulated ones. Published numbers appear only here, and only to be printed.
 
 pub mod batched_flush;
+pub mod flush_alternatives;
 pub mod hvo;
 pub mod numa_delayed_map;
 pub mod vmacache;
@@ -15,6 +16,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("vmacache", "seed 003: per-thread VMA cache (3.15) against mm->mmap_cache and the maple tree"),
     ("hvo", "seed 004: HugeTLB vmemmap optimisation (5.14) and its batched flushes"),
     ("numa-delayed-map", "seed 001: NUMA balancing maps the PTE only after the migration (5.13), pmbench on 2 sockets"),
+    ("flush-alternatives", "issue 15: IPI vs AMD INVLPGB vs Intel RAR (RFC) vs LATR on the seeds' workloads"),
 ];
 
 /// `sets` are `--set key=value` overrides applied to every run of the experiment (BEFORE and
@@ -44,6 +46,7 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
         "batched-flush" => batched_flush::cli(json, sets, seeds.unwrap_or(batched_flush::SEEDS)),
         "vmacache" => vmacache::cli(json),
         "hvo" => hvo::cli(json),
+        "flush-alternatives" => flush_alternatives::cli(json),
         _ => {
             eprintln!("mmsim reproduce: unknown experiment '{name}'; available:");
             for (n, d) in EXPERIMENTS {

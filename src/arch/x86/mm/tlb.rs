@@ -5,7 +5,8 @@
 //! `should_trim_cpumask()` (6.14+ lazy mm_cpumask), `flush_tlb_func()` with the per-ASID
 //! `tlb_gen` partial/full decision, `switch_mm_irqs_off()` with `choose_new_asid()` and the lazy
 //! catch-up flush, `enter_lazy_tlb()`, and `arch_tlbbatch_flush()`.
-//! Left out: INVLPGB broadcast flushes (AMD, 6.15+), global ASIDs, PTI's user/kernel PCID pairs,
+//! INVLPGB broadcast flushes and global ASIDs (AMD, 6.15+) are in invlpgb.rs, the RAR RFC in
+//! rar.rs; the hooks here branch to them. Left out: PTI's user/kernel PCID pairs,
 //! LAM, and the paravirt (KVM) flush hook that skips preempted vCPUs.
 //!
 //! `cpu_tlbstate` per CPU:
@@ -113,13 +114,17 @@ impl Sim {
         let pages = if end == FLUSH_ALL { u64::MAX } else { (end - start) << 12 >> stride_shift };
         let (start, end) = if end != FLUSH_ALL && pages <= self.p.tlb_single_page_flush_ceiling { (start, end) } else { (0, FLUSH_ALL) };
         let mut info = FlushInfo { mm: Some(mm), start, end, stride_shift, new_tlb_gen: Some(new_gen), initiating_cpu: cpu, freed_tables, trim_cpumask: false };
-        if self.mm(mm).cpumask.any_but(cpu) {
+        if self.mm_global_asid(mm) != 0 {
+            // 6.15+ with INVLPGB (or the RAR RFC): no IPIs (invlpgb.rs).
+            self.broadcast_tlb_flush(cpu, &info);
+        } else if self.mm(mm).cpumask.any_but(cpu) {
             info.trim_cpumask = self.should_trim_cpumask(cpu, mm);
             let mut mask = self.mm(mm).cpumask.clone();
             if self.inject == crate::check::Inject::StaleMmCpumask {
                 crate::check::drop_one_cpu(&mut mask, cpu);
             }
             self.flush_tlb_multi(cpu, &mask, &info);
+            self.consider_global_asid(cpu, mm);
         } else if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
             self.flush_tlb_func(cpu, &info);
         }
@@ -253,6 +258,21 @@ impl Sim {
             self.switch_mm_irqs_off(cpu, None);
             return;
         }
+        // Reload the ASID if transitioning into a global ASID; broadcast ASIDs are always kept
+        // up to date by INVLPGB (invlpgb.rs).
+        if self.mm_needs_global_asid(loaded, self.cpus[ci].tlbstate.loaded_mm_asid) {
+            self.switch_mm_irqs_off(cpu, Some(loaded));
+        }
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        if crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(asid) {
+            if !self.bcast.invlpgb {
+                // RAR RFC (rar.rs): nothing INVLPGBs the batched unmaps of a global-ASID mm, so
+                // an IPI'd flush drops the whole global PCID here (a model choice).
+                self.cpus[ci].tlb.flush_asid(asid);
+                self.charge_sys(cpu, self.p.flush_full_ns);
+            }
+            return;
+        }
         let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
         let local_gen = self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen;
         if let Some(g) = f.new_tlb_gen {
@@ -314,6 +334,10 @@ impl Sim {
         if !self.p.pcid {
             return (0, true);
         }
+        let global = self.mm_global_asid(mm);
+        if global != 0 {
+            return (global, false);
+        }
         let ctx_id = self.mm(mm).ctx_id;
         let st = &mut self.cpus[cpu.0 as usize].tlbstate;
         for a in 0..TLB_NR_DYN_ASIDS {
@@ -332,6 +356,10 @@ impl Sim {
 
     /// `switch_mm_irqs_off()`: load `next` (None = init_mm) on `cpu`.
     pub fn switch_mm_irqs_off(&mut self, cpu: CpuId, next: Option<MmId>) {
+        // Finish any remote TLB flushes pending from this CPU (INVLPGB).
+        self.tlbsync(cpu);
+        // LATR (mm/latr.rs): apply this CPU's lazy invalidations.
+        self.latr_on_switch(cpu);
         let ci = cpu.0 as usize;
         let prev = self.cpus[ci].tlbstate.loaded_mm;
         let was_lazy = self.cpus[ci].tlbstate.is_lazy;
@@ -339,11 +367,19 @@ impl Sim {
         let (new_asid, need_flush);
         if prev == next {
             let Some(mm) = next else { return };
+            let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+            if self.mm_needs_global_asid(mm, asid) {
+                // The mm is transitioning to a global ASID (invlpgb.rs).
+                self.mark("switch to global asid");
+                (new_asid, need_flush) = (self.mm_global_asid(mm), false);
+            } else if crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(asid) {
+                // Broadcast TLB invalidation keeps this ASID up to date all the time.
+                return;
+            } else {
             // Same mm: a flush is needed only if we were lazy and fell behind (tlb_gen catch-up).
             if !was_lazy {
                 return;
             }
-            let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
             if self.cpus[ci].tlbstate.ctxs[asid as usize].tlb_gen == self.mm(mm).tlb_gen {
                 return;
             }
@@ -353,6 +389,7 @@ impl Sim {
             self.mark("lazy catch-up flush");
             new_asid = asid;
             need_flush = true;
+            }
         } else {
             if self.p.mm_cpumask_trim_ns == 0 {
                 // Before 6.14: stop receiving flush IPIs for prev now.
@@ -384,6 +421,8 @@ impl Sim {
 
     /// `enter_lazy_tlb()`: a kernel thread or idle borrows the loaded mm.
     pub fn enter_lazy_tlb(&mut self, cpu: CpuId) {
+        self.tlbsync(cpu);
+        self.latr_on_switch(cpu);
         let st = &mut self.cpus[cpu.0 as usize].tlbstate;
         if st.loaded_mm.is_none() {
             return;
@@ -404,6 +443,8 @@ impl Sim {
         } else if mask.test(cpu) {
             self.flush_tlb_func(cpu, &info);
         }
+        // Wait for the INVLPGBs kicked off by arch_tlbbatch_add_pending() (invlpgb.rs).
+        self.tlbsync(cpu);
     }
 }
 
