@@ -12,6 +12,7 @@ pub mod hw;
 pub mod kernel;
 pub mod mm;
 pub mod output;
+pub mod progress;
 pub mod report;
 pub mod reproduce;
 pub mod run;
