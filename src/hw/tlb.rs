@@ -323,10 +323,15 @@ impl CpuTlb {
     /// INVLPG: drop the translation of one page (4 KiB or the 2 MiB page containing it).
     pub fn flush_one(&mut self, asid: u16, vpn: u64) {
         let (t4, t2) = (tag_4k(asid, vpn), tag_2m(asid, vpn));
-        for a in self.arrays_mut() {
-            a.invalidate(t4);
-            a.invalidate(t2);
-        }
+        // The L1 arrays hold one page size each (`fill` and the STLB refill in `lookup` put a
+        // 4 KiB tag only in a 4 KiB array, a 2 MiB tag only in a 2 MiB one); the STLB holds
+        // both. Probing only where a tag can be drops the same entries in 6 probes, not 10.
+        self.l1d_4k.invalidate(t4);
+        self.l1i_4k.invalidate(t4);
+        self.l1d_2m.invalidate(t2);
+        self.l1i_2m.invalidate(t2);
+        self.stlb.invalidate(t4);
+        self.stlb.invalidate(t2);
     }
 
     /// Drop every translation of one ASID (a CR3 write without NOFLUSH, or INVPCID single-context).
@@ -402,6 +407,21 @@ mod tests {
         t.flush_asid(1);
         assert!(t.lookup(1, 100, false).is_none());
         assert_eq!(t.lookup(2, 100, false).map(|x| x.0.pfn), Some(Pfn(8)));
+    }
+
+    #[test]
+    fn flush_one_drops_both_page_sizes_from_every_array() {
+        let g = TlbGeometry { l1d_4k: (4, 4), l1d_2m: (4, 4), l1i_4k: (4, 4), l1i_2m: (4, 4), stlb: (64, 4) };
+        let mut t = CpuTlb::new(&g);
+        for instr in [false, true] {
+            t.fill(0, 3, false, Pfn(3), 0, instr);
+            t.fill(0, 512, true, Pfn(1000), 0, instr);
+        }
+        t.fill(1, 3, false, Pfn(9), 0, false);
+        t.flush_one(0, 3);
+        t.flush_one(0, 600);
+        let left: Vec<_> = t.entries().map(|e| (tag_asid(e.tag), e.pfn)).collect();
+        assert_eq!(left, vec![(1, Pfn(9)), (1, Pfn(9))], "only the other ASID's entry stays (L1 and STLB)");
     }
 
     #[test]
