@@ -353,6 +353,47 @@ impl Sim {
         let mm = self.tasks[t.0 as usize].mm.expect("user task");
         let ci = cpu.0 as usize;
         let stop = horizon.min(self.task(t).slice_end.saturating_sub(1));
+        if let Body::Synth(st) = &mut prog.body {
+            // The common case, without the oracle and without instruction fetches: the same
+            // accesses as below, with `Sim::access`'s L1 hit path inlined and the CPU, ASID and
+            // hit cost looked up once (an L1 hit changes only this CPU's clock, counters and
+            // LRU stamps; anything else goes through the same slow path as `access`).
+            if self.oracle.is_none() && (st.text.1 == 0 || st.fetches_per_access <= 0.0) {
+                let mut asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+                let hit_ns = self.p.hit_l1_ns;
+                for _ in 0..4096 {
+                    if st.remaining == 0 {
+                        return StepResult::Exit;
+                    }
+                    st.remaining -= 1;
+                    let (page, write) = st.next_access();
+                    let vpn = st.region.0 + page;
+                    let c = &mut self.cpus[ci];
+                    if write { c.stats.dtlb_stores += 1 } else { c.stats.dtlb_loads += 1 }
+                    let r = match c.tlb.probe_l1d(asid, vpn, write) {
+                        crate::hw::tlb::L1dProbe::Hit => {
+                            c.clock += hit_ns;
+                            c.stats.user_ns += hit_ns;
+                            if c.clock > stop {
+                                break;
+                            }
+                            continue;
+                        }
+                        crate::hw::tlb::L1dProbe::Miss => self.access_slow_from(cpu, mm, vpn, write, false, true),
+                        crate::hw::tlb::L1dProbe::Slow => self.access_slow_from(cpu, mm, vpn, write, false, false),
+                    };
+                    if let Err(e) = r {
+                        return self.fault_kill(t, prog, 0, e);
+                    }
+                    // Re-read the ASID after kernel work, as `access` does on every call.
+                    asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+                    if self.cpus[ci].clock > stop {
+                        break;
+                    }
+                }
+                return StepResult::Continue;
+            }
+        }
         for _ in 0..4096 {
             let Body::Synth(st) = &mut prog.body else { unreachable!() };
             if st.remaining == 0 {

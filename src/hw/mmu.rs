@@ -59,7 +59,7 @@ impl Sim {
 
     /// [`Sim::access_slow`]; `l1_4k_missed`: a data access whose L1 4 KiB probe already missed.
     #[inline(never)]
-    fn access_slow_from(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool, l1_4k_missed: bool) -> Result<(), FaultError> {
+    pub(crate) fn access_slow_from(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool, l1_4k_missed: bool) -> Result<(), FaultError> {
         let ci = cpu.0 as usize;
         let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
         let hit = if l1_4k_missed && !instr { self.cpus[ci].tlb.lookup_data_after_l1_4k_miss(asid, vpn) } else { self.cpus[ci].tlb.lookup(asid, vpn, instr) };
