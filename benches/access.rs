@@ -51,9 +51,21 @@ fn shootdowns(c: &mut Criterion) {
     });
 }
 
+/// The reclaim path with the lock model on: seed 002's reader workload on a 2-CPU, 1 GiB
+/// machine (1/16 of it simulated), one kernel each (issue 13: the lock calendars' cost).
+fn reclaim(c: &mut Criterion) {
+    use mmsim::reproduce::batched_flush::{run_one, Machine};
+    let m = Machine { name: "bench", title: "bench", cpus: 2, nodes: 1, sockets: 1, mem_gib: 1 };
+    let mut g = c.benchmark_group("reclaim");
+    for (name, after) in [("lru_file_mmap_read_4_2", false), ("lru_file_mmap_read_4_3", true)] {
+        g.bench_function(name, |b| b.iter(|| run_one(&m, after, 1, &[]).elapsed_s));
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(10);
-    targets = streams, shootdowns
+    targets = streams, shootdowns, reclaim
 }
 criterion_main!(benches);

@@ -119,3 +119,111 @@ pub fn cli(accesses: u64, json: Option<PathBuf>) -> ExitCode {
     }
     ExitCode::SUCCESS
 }
+
+/// One point of `mmsim bench --scaling`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScalingPoint {
+    pub sweep: &'static str,
+    pub cpus: u64,
+    pub mem_gib: u64,
+    /// The up-front estimate (src/config/estimate.rs), bytes.
+    pub estimate_bytes: u64,
+    /// Measured: the frame table and page tables after the run, bytes.
+    pub frame_table_bytes: u64,
+    pub page_table_bytes: u64,
+    pub build_s: f64,
+    pub run_s: f64,
+    pub accesses: u64,
+    /// Why the point was not run (the estimate refused it, or it would take more than half of
+    /// this host's available memory while other work shares it).
+    pub skipped: Option<String>,
+}
+
+/// The workload of every scaling point: one process, one thread per CPU, `SCALING_ACCESSES`
+/// accesses in all, uniform over a 256 MiB working set (or a quarter of memory if smaller),
+/// 80% reads. Fixed work, so the table shows what the machine's size costs by itself.
+pub const SCALING_ACCESSES: u64 = 4_000_000;
+
+fn scaling_config(cpus: u64, mem_gib: u64) -> Result<Config, crate::config::ConfigError> {
+    let ws = (mem_gib * 1024 / 4).min(256);
+    Config::defaults(&[
+        format!("machine.cpus={cpus}"),
+        format!("machine.mem_per_node_mib={}", mem_gib * 1024),
+        "workload.kind=synthetic".into(),
+        format!("workload.threads={cpus}"),
+        format!("workload.working_set_mib={ws}"),
+        format!("workload.accesses_per_thread={}", (SCALING_ACCESSES / cpus).max(1)),
+        "workload.pattern=uniform".into(),
+        "run.max_sim_ms=100000000".into(),
+    ])
+}
+
+fn scaling_point(sweep: &'static str, cpus: u64, mem_gib: u64) -> ScalingPoint {
+    let mut p = ScalingPoint { sweep, cpus, mem_gib, estimate_bytes: 0, frame_table_bytes: 0, page_table_bytes: 0, build_s: 0.0, run_s: 0.0, accesses: 0, skipped: None };
+    let cfg = match scaling_config(cpus, mem_gib) {
+        Ok(c) => c,
+        Err(e) => {
+            p.skipped = Some(e.to_string());
+            return p;
+        }
+    };
+    p.estimate_bytes = crate::config::estimate::host_bytes(&cfg).0;
+    if let Some(avail) = crate::config::estimate::host_available_bytes() {
+        if p.estimate_bytes > avail / 2 {
+            p.skipped = Some(format!("estimate {:.1} GiB is over half of this host's {:.1} GiB available", p.estimate_bytes as f64 / (1u64 << 30) as f64, avail as f64 / (1u64 << 30) as f64));
+            return p;
+        }
+    }
+    let t = Instant::now();
+    let mut sim = match Sim::build(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            p.skipped = Some(format!("refused: {e}"));
+            return p;
+        }
+    };
+    p.build_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    sim.run(|_| {});
+    p.run_s = t.elapsed().as_secs_f64();
+    p.accesses = sim.cpus.iter().map(|c| c.stats.dtlb_loads + c.stats.dtlb_stores).sum();
+    p.frame_table_bytes = (sim.frames.capacity() * std::mem::size_of::<crate::sim::Frame>()) as u64;
+    p.page_table_bytes = sim.mms.iter().flatten().map(|m| m.nr_ptes * 4096).sum();
+    p
+}
+
+/// `mmsim bench --scaling`: CPUs 2 → 512 at 4 GiB, memory 1 GiB → 1 TiB at 8 CPUs.
+pub fn scaling() -> Vec<ScalingPoint> {
+    let mut v: Vec<ScalingPoint> = [2u64, 8, 32, 128, 512].iter().map(|&c| scaling_point("cpus", c, 4)).collect();
+    v.extend([1u64, 4, 16, 64, 256, 1024].iter().map(|&g| scaling_point("memory", 8, g)));
+    v
+}
+
+pub fn scaling_cli(json: Option<PathBuf>) -> ExitCode {
+    let pts = scaling();
+    println!("{:<7} {:>5} {:>9} {:>12} {:>12} {:>9} {:>9} {:>12}", "sweep", "cpus", "mem GiB", "estimate MiB", "frames MiB", "build s", "run s", "M access/s");
+    for p in &pts {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        match &p.skipped {
+            Some(why) => println!("{:<7} {:>5} {:>9} {:>12.0} skipped: {why}", p.sweep, p.cpus, p.mem_gib, mib(p.estimate_bytes)),
+            None => println!(
+                "{:<7} {:>5} {:>9} {:>12.0} {:>12.0} {:>9.2} {:>9.2} {:>12.1}",
+                p.sweep,
+                p.cpus,
+                p.mem_gib,
+                mib(p.estimate_bytes),
+                mib(p.frame_table_bytes + p.page_table_bytes),
+                p.build_s,
+                p.run_s,
+                p.accesses as f64 / p.run_s.max(1e-9) / 1e6
+            ),
+        }
+    }
+    if let Some(p) = json {
+        if let Err(e) = crate::output::write_json(&p, &pts) {
+            eprintln!("mmsim bench: {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -13,6 +13,7 @@ pub mod interrupt;
 pub mod kernel;
 pub mod mm;
 pub mod output;
+pub mod progress;
 pub mod report;
 pub mod reproduce;
 pub mod run;

@@ -100,6 +100,10 @@ enum Cmd {
         accesses: u64,
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
+        /// Instead: wall time and host memory as the machine grows (CPUs 2 to 512, memory 1 GiB
+        /// to 1 TiB), a fixed workload; sizes this host cannot hold are skipped and said so.
+        #[arg(long)]
+        scaling: bool,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
     #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
@@ -212,7 +216,8 @@ fn main() -> ExitCode {
         Cmd::Run { scenario, set, json, only, cost_profile, viz } => cmd_run(scenario, set, json, only, cost_profile, viz),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
-        Cmd::Bench { accesses, json } => mmsim::bench::cli(accesses, json),
+        Cmd::Bench { json, scaling: true, .. } => mmsim::bench::scaling_cli(json),
+        Cmd::Bench { accesses, json, .. } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds, cost_profile, scale, report } => {
             // A cost profile is a list of cost overrides applied before --set.
             let set = match cost_profile {
@@ -296,9 +301,6 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
             return ExitCode::from(code);
         }
     };
-    let limit = cfg.int("run.max_sim_ms") as u64;
-    let bar = indicatif::ProgressBar::new(limit);
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} simulated {msg} ms").unwrap());
     // The same build, run and Report as the library's API (src/api.rs, which the Python
     // binding calls), with the tracer and timeline of --trace/--timeline/--report attached.
     let mut sim = match Sim::build_with(&cfg, |s| prepared.attach(s)) {
@@ -310,11 +312,11 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
     };
     // Ctrl-C or SIGTERM stops the run at the next event; the report covers what was simulated.
     mmsim::interrupt::install();
-    let outcome = sim.run(|ns| {
-        bar.set_message(format!("{:.1}", ns as f64 / 1e6));
-        bar.tick();
-    });
-    bar.finish_and_clear();
+    let limit = cfg.int("run.max_sim_ms") as u64;
+    // Progress on stderr only when it is a terminal and the run takes over a second.
+    let mut progress = mmsim::progress::RunProgress::new(&sim);
+    let outcome = sim.run_observed(|s| progress.update(s));
+    progress.finish();
     let report = Report::from_sim(&sim, outcome);
     let text = match only.as_deref() {
         Some("interrupts") => report.proc_interrupts(),

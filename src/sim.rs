@@ -692,7 +692,7 @@ impl Sim {
     /// Charge kernel time to a CPU (and the task running there).
     #[inline]
     pub fn charge_sys(&mut self, cpu: CpuId, ns: f64) {
-        let ns = ns.round() as Ns;
+        let ns = round_ns(ns);
         let c = &mut self.cpus[cpu.0 as usize];
         c.clock += ns;
         c.stats.sys_ns += ns;
@@ -701,7 +701,7 @@ impl Sim {
 
     #[inline]
     pub fn charge_user(&mut self, cpu: CpuId, ns: f64) {
-        self.charge_user_ns(cpu, ns.round() as Ns);
+        self.charge_user_ns(cpu, round_ns(ns));
     }
 
     /// The hot path's charge: whole nanoseconds, per-CPU accounting only.
@@ -723,5 +723,35 @@ impl Sim {
 
     pub fn pfn_node(&self, pfn: Pfn) -> NodeId {
         NodeId(self.frames[pfn.0 as usize].node as u32)
+    }
+}
+
+/// `x.round() as Ns`, bit for bit, without the libm call that `f64::round` is on x86-64's
+/// baseline (no SSE4.1 `roundsd`): the hot charge paths call it per access and per fault.
+/// `as` truncates toward zero and saturates (NaN and negatives to 0, +inf to `Ns::MAX`); below
+/// 2^52 the fraction `x - t` is exact, at or above it every f64 is a whole number.
+#[inline(always)]
+pub fn round_ns(x: f64) -> Ns {
+    let t = x as Ns;
+    if t < (1 << 52) && x - t as f64 >= 0.5 { t + 1 } else { t }
+}
+
+#[cfg(test)]
+mod round_tests {
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_ns_matches_round_on_edge_cases() {
+        for x in [0.0, -0.0, 0.5, 1.5, 2.5, 0.49999999999999994, -0.5, -0.7, -3.2, 4503599627370495.5, 4503599627370496.0, 9007199254740993.0, 1e19, 1.9e19, 1e300, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, 1e-300] {
+            assert_eq!(super::round_ns(x), x.round() as u64, "{x:e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_ns_matches_round(x in any::<f64>(), y in 0.0f64..1e7) {
+            prop_assert_eq!(super::round_ns(x), x.round() as u64);
+            prop_assert_eq!(super::round_ns(y), y.round() as u64);
+        }
     }
 }

@@ -8,9 +8,9 @@
 //! Walk cost: `cost.walk_base_ns` plus `cost.walk_pte_miss_fraction` of the latency from the
 //! CPU's node to the node holding the PTE page.
 
-use crate::hw::tlb::{Level, F_DIRTY, F_WRITE};
+use crate::hw::tlb::{L1dProbe, Level, F_DIRTY, F_WRITE};
 use crate::mm::memory::FaultError;
-use crate::mm::pgtable::Pte;
+use crate::mm::pgtable::{idx, Pte};
 use crate::sim::Sim;
 use crate::types::*;
 
@@ -24,11 +24,18 @@ impl Sim {
             if write { c.stats.dtlb_stores += 1 } else { c.stats.dtlb_loads += 1 }
             let asid = c.tlbstate.loaded_mm_asid;
             // With the oracle on, every access takes the slow path, where it is checked.
-            if self.oracle.is_none() && c.tlb.hit_l1d(asid, vpn, write) {
-                let ns = self.p.hit_l1_ns;
-                c.clock += ns;
-                c.stats.user_ns += ns;
-                return Ok(());
+            if self.oracle.is_none() {
+                match c.tlb.probe_l1d(asid, vpn, write) {
+                    L1dProbe::Hit => {
+                        let ns = self.p.hit_l1_ns;
+                        c.clock += ns;
+                        c.stats.user_ns += ns;
+                        return Ok(());
+                    }
+                    // The L1 4 KiB array holds nothing for vpn: do not probe it again.
+                    L1dProbe::Miss => return self.access_slow_from(cpu, mm, vpn, write, instr, true),
+                    L1dProbe::Slow => {}
+                }
             }
         }
         self.access_slow(cpu, mm, vpn, write, instr)
@@ -47,9 +54,16 @@ impl Sim {
     /// Everything but an L1 hit: STLB, dirty-bit re-walk, page walk, fault.
     #[inline(never)]
     fn access_slow(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
+        self.access_slow_from(cpu, mm, vpn, write, instr, false)
+    }
+
+    /// [`Sim::access_slow`]; `l1_4k_missed`: a data access whose L1 4 KiB probe already missed.
+    #[inline(never)]
+    pub(crate) fn access_slow_from(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool, l1_4k_missed: bool) -> Result<(), FaultError> {
         let ci = cpu.0 as usize;
         let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
-        if let Some((e, level, huge)) = self.cpus[ci].tlb.lookup(asid, vpn, instr) {
+        let hit = if l1_4k_missed && !instr { self.cpus[ci].tlb.lookup_data_after_l1_4k_miss(asid, vpn) } else { self.cpus[ci].tlb.lookup(asid, vpn, instr) };
+        if let Some((e, level, huge)) = hit {
             let cost = if level == Level::Stlb { self.p.hit_stlb_ns } else { self.p.hit_l1_ns };
             if !write || e.flags & (F_WRITE | F_DIRTY) == F_WRITE | F_DIRTY {
                 if self.oracle.is_some() {
@@ -107,16 +121,25 @@ impl Sim {
         // At most: a not-present fault, then a write-protect fault, then success.
         for _ in 0..4 {
             self.cpus[ci].stats.page_walks += 1;
-            let walk = self.walk_cost(cpu, mm, vpn) + self.p.access_ns;
-            self.charge_user(cpu, walk);
-            let pte = self.mm(mm).pgtable.get(vpn);
+            // One descent of the page table serves the walk's cost, the PTE read and the A/D
+            // update (as `walk_cost`, `PageTable::get` and `PageTable::set` would, in turn).
+            let cpu_node = self.cpus[ci].node.0 as usize;
+            let m = self.mms[mm.0 as usize].as_mut().expect("simulator bug: dead mm");
+            let (lat, slot) = match m.pgtable.pte_table_mut(vpn) {
+                Some(t) => (self.node_latency[cpu_node][self.frames[t.pfn.0 as usize].node as usize], Some(&mut t.ptes[idx(vpn, 0)])),
+                None => (self.p.local_latency_ns, None),
+            };
+            let pte = slot.as_deref().copied().unwrap_or(Pte::NONE);
             if pte.present() && (!write || pte.write()) {
                 let mut set = Pte::ACCESSED;
                 if write {
                     set |= Pte::DIRTY;
                 }
                 let pte = pte.with(set, 0);
-                self.mm_mut(mm).pgtable.set(vpn, pte);
+                // A present PTE stays non-none, so the table's `used` count is unchanged.
+                *slot.expect("a present PTE has a table") = pte;
+                let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
+                self.charge_user(cpu, walk);
                 let mut flags = 0;
                 if pte.write() {
                     flags |= F_WRITE;
@@ -131,6 +154,8 @@ impl Sim {
                 }
                 return Ok(());
             }
+            let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
+            self.charge_user(cpu, walk);
             self.handle_mm_fault(cpu, mm, vpn, write, instr)?;
         }
         panic!("simulator bug: fault at {} did not resolve", Vpn(vpn).addr())

@@ -55,6 +55,9 @@ pub fn tag_asid(tag: u64) -> u16 {
 /// finds its way without data-dependent branches and moves no entries).
 #[derive(Clone, Debug)]
 pub struct SetAssoc {
+    /// The tags alone, way by way (a copy of `entries[i].tag`, kept in step by every writer):
+    /// a lookup scans one set's tags in 8-byte strides, 4 ways to 32 bytes (docs/performance.md).
+    tags: Vec<u64>,
     entries: Vec<TlbEntry>,
     /// Last use of each way; larger = more recent. Invalid ways are refilled first.
     stamp: Vec<u32>,
@@ -70,7 +73,7 @@ impl SetAssoc {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1);
         let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
-        SetAssoc { entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1 }
+        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1 }
     }
 
     #[inline]
@@ -100,19 +103,29 @@ impl SetAssoc {
     /// Look up and, on a hit, make the entry MRU. Returns the entry.
     #[inline]
     pub fn lookup(&mut self, tag: u64) -> Option<&mut TlbEntry> {
+        let i = self.probe(tag)?;
+        Some(&mut self.entries[i])
+    }
+
+    /// Look up and, on a hit, make the way MRU. Returns the way's index in the array.
+    #[inline(always)]
+    pub fn probe(&mut self, tag: u64) -> Option<usize> {
         let base = self.set(tag);
+        // The last matching way, as before the tags were split out (a tag is in a set at most
+        // once, so first and last are the same way).
         let mut hit = usize::MAX;
-        for (i, e) in self.entries[base..base + self.ways].iter().enumerate() {
-            if e.tag == tag {
+        for (i, &t) in self.tags[base..base + self.ways].iter().enumerate() {
+            if t == tag {
                 hit = i;
             }
         }
         if hit == usize::MAX {
             return None;
         }
+        let i = base + hit;
         let t = self.next_tick();
-        self.stamp[base + hit] = t;
-        Some(&mut self.entries[base + hit])
+        self.stamp[i] = t;
+        Some(i)
     }
 
     /// Insert as MRU: into the way holding the same tag, else an invalid way, else the least
@@ -120,14 +133,15 @@ impl SetAssoc {
     #[inline]
     pub fn insert(&mut self, e: TlbEntry) -> Option<TlbEntry> {
         let base = self.set(e.tag);
-        let ways = &self.entries[base..base + self.ways];
+        let ways = &self.tags[base..base + self.ways];
         let i = ways
             .iter()
-            .position(|x| x.tag == e.tag)
-            .or_else(|| ways.iter().position(|x| x.tag == INVALID))
+            .position(|&x| x == e.tag)
+            .or_else(|| ways.iter().position(|&x| x == INVALID))
             .unwrap_or_else(|| (0..self.ways).min_by_key(|&w| self.stamp[base + w]).unwrap_or(0));
         let old = self.entries[base + i];
         self.entries[base + i] = e;
+        self.tags[base + i] = e.tag;
         let t = self.next_tick();
         self.stamp[base + i] = t;
         (old.tag != INVALID && old.tag != e.tag).then_some(old)
@@ -136,9 +150,10 @@ impl SetAssoc {
     pub fn invalidate(&mut self, tag: u64) -> bool {
         let base = self.set(tag);
         let mut hit = false;
-        for e in &mut self.entries[base..base + self.ways] {
-            if e.tag == tag {
-                e.tag = INVALID;
+        for i in base..base + self.ways {
+            if self.tags[i] == tag {
+                self.tags[i] = INVALID;
+                self.entries[i].tag = INVALID;
                 hit = true;
             }
         }
@@ -147,9 +162,10 @@ impl SetAssoc {
 
     pub fn invalidate_where(&mut self, mut f: impl FnMut(&TlbEntry) -> bool) -> usize {
         let mut n = 0;
-        for e in &mut self.entries {
+        for (e, t) in self.entries.iter_mut().zip(self.tags.iter_mut()) {
             if e.tag != INVALID && f(e) {
                 e.tag = INVALID;
+                *t = INVALID;
                 n += 1;
             }
         }
@@ -169,6 +185,14 @@ pub struct TlbGeometry {
     pub l1i_4k: (usize, usize),
     pub l1i_2m: (usize, usize),
     pub stlb: (usize, usize),
+}
+
+/// Outcome of [`CpuTlb::probe_l1d`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum L1dProbe {
+    Hit,
+    Slow,
+    Miss,
 }
 
 /// Where a lookup was served from.
@@ -205,10 +229,44 @@ impl CpuTlb {
     pub fn hit_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> bool {
         let tag = tag_4k(asid, vpn);
         let need = if write { F_WRITE | F_DIRTY } else { 0 };
-        match self.l1d_4k.lookup(tag) {
-            Some(e) => e.flags & need == need,
+        match self.l1d_4k.probe(tag) {
+            Some(i) => self.l1d_4k.entries[i].flags & need == need,
             None => false,
         }
+    }
+
+    /// [`CpuTlb::hit_l1d`] telling a miss of the L1 4 KiB array (`L1dProbe::Miss`, nothing
+    /// changed) from a hit that needs the full path (a write through a clean or read-only entry,
+    /// `L1dProbe::Slow`: the way is MRU now, as with `hit_l1d`).
+    #[inline(always)]
+    pub fn probe_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> L1dProbe {
+        let tag = tag_4k(asid, vpn);
+        let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        match self.l1d_4k.probe(tag) {
+            Some(i) if self.l1d_4k.entries[i].flags & need == need => L1dProbe::Hit,
+            Some(_) => L1dProbe::Slow,
+            None => L1dProbe::Miss,
+        }
+    }
+
+    /// [`CpuTlb::lookup`] of a data access whose L1 4 KiB probe just missed: the same result
+    /// and the same LRU updates, without probing the L1 4 KiB array again (a miss changes nothing).
+    #[inline]
+    pub fn lookup_data_after_l1_4k_miss(&mut self, asid: u16, vpn: u64) -> Option<(TlbEntry, Level, bool)> {
+        let t4 = tag_4k(asid, vpn);
+        let t2 = tag_2m(asid, vpn);
+        if let Some(e) = self.l1d_2m.lookup(t2) {
+            return Some((*e, Level::L1, true));
+        }
+        if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
+            self.l1d_4k.insert(e);
+            return Some((e, Level::Stlb, false));
+        }
+        if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
+            self.l1d_2m.insert(e);
+            return Some((e, Level::Stlb, true));
+        }
+        None
     }
 
     /// Look a translation up (data or instruction side). On an STLB hit the L1 is refilled.
@@ -265,10 +323,15 @@ impl CpuTlb {
     /// INVLPG: drop the translation of one page (4 KiB or the 2 MiB page containing it).
     pub fn flush_one(&mut self, asid: u16, vpn: u64) {
         let (t4, t2) = (tag_4k(asid, vpn), tag_2m(asid, vpn));
-        for a in self.arrays_mut() {
-            a.invalidate(t4);
-            a.invalidate(t2);
-        }
+        // The L1 arrays hold one page size each (`fill` and the STLB refill in `lookup` put a
+        // 4 KiB tag only in a 4 KiB array, a 2 MiB tag only in a 2 MiB one); the STLB holds
+        // both. Probing only where a tag can be drops the same entries in 6 probes, not 10.
+        self.l1d_4k.invalidate(t4);
+        self.l1i_4k.invalidate(t4);
+        self.l1d_2m.invalidate(t2);
+        self.l1i_2m.invalidate(t2);
+        self.stlb.invalidate(t4);
+        self.stlb.invalidate(t2);
     }
 
     /// Drop every translation of one ASID (a CR3 write without NOFLUSH, or INVPCID single-context).
@@ -344,6 +407,21 @@ mod tests {
         t.flush_asid(1);
         assert!(t.lookup(1, 100, false).is_none());
         assert_eq!(t.lookup(2, 100, false).map(|x| x.0.pfn), Some(Pfn(8)));
+    }
+
+    #[test]
+    fn flush_one_drops_both_page_sizes_from_every_array() {
+        let g = TlbGeometry { l1d_4k: (4, 4), l1d_2m: (4, 4), l1i_4k: (4, 4), l1i_2m: (4, 4), stlb: (64, 4) };
+        let mut t = CpuTlb::new(&g);
+        for instr in [false, true] {
+            t.fill(0, 3, false, Pfn(3), 0, instr);
+            t.fill(0, 512, true, Pfn(1000), 0, instr);
+        }
+        t.fill(1, 3, false, Pfn(9), 0, false);
+        t.flush_one(0, 3);
+        t.flush_one(0, 600);
+        let left: Vec<_> = t.entries().map(|e| (tag_asid(e.tag), e.pfn)).collect();
+        assert_eq!(left, vec![(1, Pfn(9)), (1, Pfn(9))], "only the other ASID's entry stays (L1 and STLB)");
     }
 
     #[test]

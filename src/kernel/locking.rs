@@ -148,6 +148,8 @@ pub struct Calendar {
 /// them. `MAX_INTERVALS` is only a safety valve.
 const KEEP_NS: Ns = 5_000;
 const MAX_INTERVALS: usize = 4096;
+/// Holds [`Calendar::pos`] scans from the back before it bisects.
+const POS_SCAN: usize = 16;
 
 impl Default for Calendar {
     fn default() -> Self {
@@ -169,10 +171,21 @@ impl Calendar {
 
     /// Position of the first hold requested after `t`.
     fn pos(&self, t: Ns) -> usize {
-        match self.q.back() {
-            Some(l) if l.req > t => self.q.partition_point(|b| b.req <= t),
-            _ => self.q.len(),
+        // Requests come in nearly in time order: scan the last few holds first, then bisect.
+        // The holds are sorted by `req`, so both give the same position.
+        let n = self.q.len();
+        let lim = n.saturating_sub(POS_SCAN);
+        let mut i = n;
+        while i > lim {
+            if self.q[i - 1].req <= t {
+                return i;
+            }
+            i -= 1;
         }
+        if i == 0 {
+            return 0;
+        }
+        self.q.partition_point(|b| b.req <= t)
     }
 
     /// When a request at `t` is granted: after every conflicting hold requested at or before
@@ -463,7 +476,7 @@ impl Sim {
         if !self.locks.enabled {
             return 0;
         }
-        let work = work_ns.round() as Ns;
+        let work = crate::sim::round_ns(work_ns);
         let t = self.now(cpu);
         let (s, handoff) = self.locks.book(id, cpu, t, mode == Mode::Shared, work);
         let bounce = handoff > 0;

@@ -149,27 +149,19 @@ fn range(v: &[f64]) -> f64 {
     v.iter().cloned().fold(f64::MIN, f64::max) - v.iter().cloned().fold(f64::MAX, f64::min)
 }
 
-/// All runs of the experiment: `[machine][before/after][seed]`, two at a time.
+/// All runs of the experiment: `[machine][before/after][seed]`, in parallel ([`super::run_jobs`]).
 pub fn run_all(machines: &[Machine], seeds: u64, sets: &[String]) -> Vec<[Vec<RunResult>; 2]> {
     let jobs: Vec<(usize, usize, u64)> = (0..machines.len()).flat_map(|m| (0..2).flat_map(move |a| (1..=seeds).map(move |s| (m, a, s)))).collect();
     let bar = indicatif::ProgressBar::new(jobs.len() as u64);
-    let results: Vec<std::sync::Mutex<Option<RunResult>>> = jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    std::thread::scope(|sc| {
-        for _ in 0..2 {
-            sc.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(m, a, s)) = jobs.get(i) else { break };
-                let r = run_one(&machines[m], a == 1, s, sets);
-                *results[i].lock().unwrap() = Some(r);
-                bar.inc(1);
-            });
-        }
+    let mut results: Vec<Option<RunResult>> = super::run_jobs(&jobs, |&(m, a, s)| {
+        let r = run_one(&machines[m], a == 1, s, sets);
+        bar.inc(1);
+        Some(r)
     });
     bar.finish_and_clear();
     let mut out: Vec<[Vec<RunResult>; 2]> = machines.iter().map(|_| [Vec::new(), Vec::new()]).collect();
     for (i, &(m, a, _)) in jobs.iter().enumerate() {
-        out[m][a].push(results[i].lock().unwrap().take().expect("every job ran"));
+        out[m][a].push(results[i].take().expect("every job ran"));
     }
     out
 }

@@ -227,7 +227,7 @@ pub fn run() -> (Output, String) {
     // 3. The seed's 10240 x 2 MiB pool, HVO off and on (v6 series).
     let _ = writeln!(text, "\n== 3. time echo 10240 > /proc/sys/vm/nr_hugepages; time echo 0 > ... (v6 series: PTE-mapped vmemmap, flush per page, async free) ==");
     let _ = writeln!(text, "machine (not given by the seed; our choice): 2 sockets, 64 CPUs, 2 nodes x 12 GiB");
-    let runs: Vec<(&str, PoolRun)> = [("hvo-off", "off"), ("hvo-v6", "v6")].iter().map(|(case, v)| (*case, pool_run(&machine_config(64, 2, 2, 12 * 1024, v, "off"), 10240))).collect();
+    let runs: Vec<(&str, PoolRun)> = super::run_jobs(&[("hvo-off", "off"), ("hvo-v6", "v6")], |(case, v)| (*case, pool_run(&machine_config(64, 2, 2, 12 * 1024, v, "off"), 10240)));
     let _ = writeln!(text, "{:<8} {:<14} {:>10} {:>10}  flush_tlb_all / kernel-range flushes, CAL IPIs of the allocation", "case", "metric", "published", "simulated");
     for (case, r) in &runs {
         let on = *case != "hvo-off";
@@ -256,8 +256,9 @@ pub fn run() -> (Output, String) {
     let _ = writeln!(text, "scaled: {pages} pages simulated (1/{SCALE_500K}), times x {SCALE_500K}");
     let _ = writeln!(text, "{:<16} {:<16} {:>10} {:>10}  flush_tlb_all / kernel-range flushes (scaled run)", "case", "metric", "published", "simulated");
     let mem_per_node = (pages * 2 / 8 + 256).div_ceil(128) * 128;
-    for (case, variant, batch, pa, pf) in [("hvo-off", "off", "off", 4.12, 4.48), ("hvo-unbatched", "mainline", "off", 28.97, 36.75), ("hvo-batched", "mainline", "on", 7.27, 13.20)] {
-        let r = pool_run(&machine_config(288, 8, 8, mem_per_node, variant, batch), pages);
+    let cases = [("hvo-off", "off", "off", 4.12, 4.48), ("hvo-unbatched", "mainline", "off", 28.97, 36.75), ("hvo-batched", "mainline", "on", 7.27, 13.20)];
+    let pool_runs = super::run_jobs(&cases, |&(_, variant, batch, _, _)| pool_run(&machine_config(288, 8, 8, mem_per_node, variant, batch), pages));
+    for ((case, _, _, pa, pf), r) in cases.into_iter().zip(pool_runs) {
         let (a, f) = (r.alloc_s * SCALE_500K as f64, r.free_done_s * SCALE_500K as f64);
         let _ = writeln!(text, "{:<16} {:<16} {:>10.2} {:>10.2}  {} / {}", case, "alloc_500000_s", pa, a, r.flush_tlb_all, r.flush_tlb_kernel_range);
         let _ = writeln!(text, "{:<16} {:<16} {:>10.2} {:>10.2}  {} / {}", case, "free_500000_s", pf, f, r.free_flush_tlb_all, r.free_flush_tlb_kernel_range);

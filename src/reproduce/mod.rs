@@ -10,6 +10,15 @@ pub mod vmacache;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Independent runs of a reproduction (BEFORE/AFTER, seeds, machines, cases) on rayon's pool,
+/// results in job order: each run is its own deterministic `Sim`, so the output is the same
+/// bytes as a sequential run (`tests/reproduce_parallel.rs`). Run inside a one-thread pool
+/// (`rayon::ThreadPoolBuilder::new().num_threads(1)`) to get the sequential run.
+pub fn run_jobs<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync + Send) -> Vec<R> {
+    use rayon::prelude::*;
+    jobs.par_iter().map(f).collect()
+}
+
 /// The experiments, by name.
 pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("batched-flush", "seed 002: batched TLB flush after unmap (Linux 4.3), vm-scalability lru-file-mmap-read"),

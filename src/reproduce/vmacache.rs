@@ -92,24 +92,8 @@ pub fn table(extra: &[String], traces: &[String]) -> Result<Table, String> {
             jobs.push((w.clone(), c, t));
         }
     }
-    // Independent simulations, run two at a time; results are collected in job order.
-    let mut results: Vec<Option<Result<(f64, f64, u64), String>>> = vec![None; jobs.len()];
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 4);
-    std::thread::scope(|s| {
-        let chunks: Vec<Vec<usize>> = (0..threads).map(|k| (k..jobs.len()).step_by(threads).collect()).collect();
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|idx| {
-                let jobs = &jobs;
-                s.spawn(move || idx.into_iter().map(|i| (i, measure(&jobs[i].0, jobs[i].1, jobs[i].2, extra))).collect::<Vec<_>>())
-            })
-            .collect();
-        for h in handles {
-            for (i, r) in h.join().expect("a reproduce run panicked") {
-                results[i] = Some(r);
-            }
-        }
-    });
+    // Independent simulations in parallel; results are collected in job order.
+    let results: Vec<Option<Result<(f64, f64, u64), String>>> = super::run_jobs(&jobs, |j| Some(measure(&j.0, j.1, j.2, extra)));
     let mut res = results.into_iter().map(|r| r.expect("every job ran"));
     let mut rows = Vec::new();
     for w in &workloads {
