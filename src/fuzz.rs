@@ -273,21 +273,46 @@ pub fn fuzz(root: &Path, seed: u64, first: u64, cases: u64, seconds: Option<u64>
     std::panic::set_hook(Box::new(|_| {}));
     let t0 = std::time::Instant::now();
     let mut st = Stats::default();
-    for i in first..first.saturating_add(cases) {
+    // Cases run in parallel (rayon, one per core) in chunks; results are tallied and panics
+    // printed in case order, so the output does not depend on the number of cores. A mutated
+    // trace case writes its files into a directory of its own, kept if the case panics.
+    const CHUNK: u64 = 256;
+    let end = first.saturating_add(cases);
+    let mut next = first;
+    while next < end {
         if seconds.is_some_and(|s| t0.elapsed().as_secs() >= s) {
             break;
         }
-        let (res, desc) = run_case(&corpus, seed, i, &tmp);
-        st.cases += 1;
-        match res {
-            CaseResult::Rejected => st.rejected += 1,
-            CaseResult::Refused => st.refused += 1,
-            CaseResult::Ran => st.ran += 1,
-            CaseResult::Panic(msg) => {
-                st.panics += 1;
-                eprintln!("mmsim fuzz: PANIC in case {i}: {msg}\n  reproduce: mmsim fuzz --seed {seed} --first {i} --cases 1\n  input: {desc}");
+        let hi = next.saturating_add(CHUNK).min(end);
+        use rayon::prelude::*;
+        let results: Vec<(u64, CaseResult, String, PathBuf)> = (next..hi)
+            .into_par_iter()
+            .map(|i| {
+                let dir = tmp.join(i.to_string());
+                if i % 4 == 1 {
+                    let _ = std::fs::create_dir_all(&dir);
+                }
+                let (res, desc) = run_case(&corpus, seed, i, &dir);
+                (i, res, desc, dir)
+            })
+            .collect();
+        for (i, res, desc, dir) in results {
+            st.cases += 1;
+            match res {
+                CaseResult::Rejected => st.rejected += 1,
+                CaseResult::Refused => st.refused += 1,
+                CaseResult::Ran => st.ran += 1,
+                CaseResult::Panic(msg) => {
+                    st.panics += 1;
+                    eprintln!("mmsim fuzz: PANIC in case {i}: {msg}\n  reproduce: mmsim fuzz --seed {seed} --first {i} --cases 1\n  input: {desc}");
+                    continue;
+                }
+            }
+            if i % 4 == 1 {
+                let _ = std::fs::remove_dir_all(&dir);
             }
         }
+        next = hi;
     }
     std::panic::set_hook(prev);
     // Keep the written inputs of a run that found a panic: the report points at them.
