@@ -53,10 +53,12 @@ fn try_to_unmap_share_before_is_at_least_three_percent() {
     assert!(b.try_to_unmap_pct >= 3.0, "5.12: {}%", b.try_to_unmap_pct);
 }
 
+/// Two runs of the same configuration agree to the count (at 1/256 scale: CI time).
 #[test]
 fn a_run_is_deterministic() {
-    let again = run_one(SCALE, true, &[]).expect("valid");
-    let [_, a] = pair();
+    let again = run_one(4 * SCALE, true, &[]).expect("valid");
+    let a = run_one(4 * SCALE, true, &[]).expect("valid");
+    assert!(a.pages_migrated > 0.0);
     assert_eq!(again.simulated_accesses, a.simulated_accesses);
     assert_eq!(again.tlb_shootdown_irqs, a.tlb_shootdown_irqs);
     assert_eq!(again.pages_migrated, a.pages_migrated);
