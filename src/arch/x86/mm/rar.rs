@@ -47,18 +47,7 @@ impl Sim {
             // No interrupt: interrupts-off sections do not delay the action (white paper 341431).
             let arrive = t0 + (self.bcast.rar_send_ns * (k + 1) as f64 + self.bcast.rar_complete_ns + hop).round() as Ns;
             let ci = c.0 as usize;
-            match pages {
-                None => {
-                    self.cpus[ci].tlb.flush_asid(asid);
-                }
-                Some((s, e, step)) => {
-                    let mut v = s;
-                    while v < e {
-                        self.cpus[ci].tlb.flush_one(asid, v);
-                        v += step;
-                    }
-                }
-            }
+            self.rar_invalidate(ci, asid, pages);
             // The invalidation itself occupies the target's core; no handler entry or exit.
             let cost = per_target.round() as Ns;
             self.steal_irq_time(c, arrive, cost);
@@ -70,18 +59,7 @@ impl Sim {
         // flushes the local TLB itself.
         if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
             let ci = cpu.0 as usize;
-            match pages {
-                None => {
-                    self.cpus[ci].tlb.flush_asid(asid);
-                }
-                Some((s, e, step)) => {
-                    let mut v = s;
-                    while v < e {
-                        self.cpus[ci].tlb.flush_one(asid, v);
-                        v += step;
-                    }
-                }
-            }
+            self.rar_invalidate(ci, asid, pages);
             self.charge_sys(cpu, per_target);
         }
         // Poll the action vector until every target wrote RAR_SUCCESS.
@@ -89,6 +67,22 @@ impl Sim {
         if done > now {
             self.charge_sys(cpu, (done - now) as f64);
             self.bcast.stats.tlbsync_ns += (done - now) as f64;
+        }
+    }
+
+    /// A RAR action on CPU `ci`: drop the PCID (`pages` None) or each page of the range.
+    fn rar_invalidate(&mut self, ci: usize, asid: u16, pages: Option<(u64, u64, u64)>) {
+        match pages {
+            None => {
+                self.cpus[ci].tlb.flush_asid(asid);
+            }
+            Some((s, e, step)) => {
+                let mut v = s;
+                while v < e {
+                    self.cpus[ci].tlb.flush_one(asid, v);
+                    v += step;
+                }
+            }
         }
     }
 }
