@@ -378,6 +378,8 @@ pub struct Params {
     /// threshold and WMARK_PROMO: no preset lies between 5.18 and 6.0). docs/tiering.md.
     pub numa_normal: bool,
     pub numa_tiering: bool,
+    /// `kernel.luf` (mm/luf.rs): lazy unmap flush, seed 000.
+    pub luf: crate::mm::luf::Luf,
     /// /sys/kernel/mm/numa/demotion_enabled (5.15+).
     pub demotion_enabled: bool,
     /// kernel.numa_balancing_promote_rate_limit_MBps in pages per second.
@@ -453,6 +455,7 @@ impl Params {
             numa_balancing: c.int("kernel.numa_balancing") != 0,
             numa_normal: c.int("kernel.numa_balancing") & 1 != 0,
             numa_tiering: c.int("kernel.numa_balancing") & 2 != 0,
+            luf: crate::mm::luf::Luf::from_config(c),
             demotion_enabled: c.bool("vm.demotion_enabled"),
             promote_rate_limit_pages: (c.int("kernel.numa_balancing_promote_rate_limit_MBps") as u64) << (20 - PAGE_SHIFT),
             hot_threshold_ms: c.int("kernel.numa_balancing_hot_threshold_ms") as u64,

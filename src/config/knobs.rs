@@ -34,7 +34,7 @@ pub const fn float(min: f64, max: f64) -> Kind {
     Kind::Float { min, max }
 }
 
-pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.2", "linux-6.3", "linux-6.4", "linux-6.12", "linux-6.18"];
+pub const PRESETS: &[&str] = &["linux-4.2", "linux-4.3", "linux-4.14", "linux-5.12", "linux-5.13", "linux-6.1", "linux-6.2", "linux-6.3", "linux-6.4", "linux-6.9", "linux-6.9+luf-v10", "linux-6.12", "linux-6.14", "linux-6.14+luf-v12", "linux-6.18"];
 pub const PATTERNS: &[&str] = &["uniform", "normal", "sequential"];
 pub const WORKLOADS: &[&str] = &["ops", "synthetic", "boot", "kbuild", "database", "ebizzy", "trace", "llm"];
 

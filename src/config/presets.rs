@@ -4,8 +4,10 @@
 //! independent of the preset.
 
 /// Parse "linux-X.Y" into (X, Y).
+/// A patch suffix (`linux-6.9+luf-v10`) is not part of the version.
 pub fn version(preset: &str) -> (u32, u32) {
     let v = preset.trim_start_matches("linux-");
+    let v = v.split('+').next().unwrap_or(v);
     let mut it = v.split('.').map(|x| x.parse::<u32>().unwrap_or(0));
     (it.next().unwrap_or(0), it.next().unwrap_or(0))
 }
@@ -47,6 +49,17 @@ pub const DEMOTION_SINCE: (u32, u32) = (5, 15);
 pub const NUMA_TIERING_SINCE: (u32, u32) = (5, 18);
 pub const NUMA_TIERING_MODELLED_SINCE: (u32, u32) = (6, 0);
 
+/// LUF (seed 000, never merged): the preset of the kernel a LUF series was posted against names
+/// it (`linux-6.9+luf-v10`: v10 on akpm's mm-unstable of April 2024, which became 6.10;
+/// `linux-6.14+luf-v12`: RFC v12 reposted on v6.14-rc4). `kernel.luf = "auto"` takes it.
+pub fn luf(preset: &str) -> &'static str {
+    match preset.split_once('+').map(|(_, p)| p) {
+        Some("luf-v10") => "v10",
+        Some("luf-v12") => "v12",
+        _ => "off",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,5 +69,9 @@ mod tests {
         assert!(version("linux-4.3") < version("linux-4.14"));
         assert_eq!(mm_cpumask_trim_ms("linux-6.1"), 0);
         assert_eq!(mm_cpumask_trim_ms("linux-6.18"), 1000);
+        assert_eq!(version("linux-6.9+luf-v10"), (6, 9));
+        assert_eq!(luf("linux-6.9+luf-v10"), "v10");
+        assert_eq!(luf("linux-6.14+luf-v12"), "v12");
+        assert_eq!(luf("linux-6.14"), "off");
     }
 }

@@ -1,6 +1,7 @@
 //! The core memory-management code, one file per kernel file under mm/.
 pub mod filemap;
 pub mod latr;
+pub mod luf;
 pub mod hugetlb;
 pub mod hugetlb_vmemmap;
 pub mod madvise;
