@@ -130,7 +130,7 @@ fn lru_index(flags: u16) -> usize {
 
 /// A frame owned by the kernel itself (never a user page).
 fn kernel_frame(f: &crate::sim::Frame) -> bool {
-    f.flags & (pg::PGTABLE | pg::ZERO) != 0 || f.mapping == HUGETLB_MAPPING || f.mapping == VMEMMAP_MAPPING
+    f.flags & (pg::PGTABLE | pg::ZERO) != 0 || f.mapping == HUGETLB_MAPPING || f.mapping == VMEMMAP_MAPPING || f.mapping == crate::mm::filemap::SLAB_MAPPING
 }
 
 impl Sim {
