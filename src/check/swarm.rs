@@ -245,6 +245,17 @@ fn print_luf_windows(reads: u64, hist: &[u64; 32]) {
     }
 }
 
+/// Run one scenario with the oracle (and, if `structural`, the structural checkers) on:
+/// what the oracle found and why threads died.
+pub fn check_config(cfg: &Config, structural: bool) -> Result<(Box<super::Oracle>, Vec<String>), String> {
+    let mut sim = Sim::build(cfg).map_err(|e| e.to_string())?;
+    sim.enable_oracle();
+    sim.oracle.as_mut().expect("oracle on").structural = structural;
+    sim.run(|_| {});
+    let o = sim.oracle.take().expect("oracle on");
+    Ok((o, std::mem::take(&mut sim.workload_errors)))
+}
+
 /// `mmsim check --scenario FILE`: one scenario with the oracle (and the structural checkers)
 /// on; the verdict, the first violation's history, or the allowed stale reads (docs/check.md).
 pub fn cli_scenario(path: &std::path::Path, inject: Option<String>, json: Option<std::path::PathBuf>, structural: bool, mut extra: Vec<String>) -> std::process::ExitCode {
@@ -259,18 +270,14 @@ pub fn cli_scenario(path: &std::path::Path, inject: Option<String>, json: Option
             return ExitCode::from(2);
         }
     };
-    let mut sim = match Sim::build(&cfg) {
-        Ok(s) => s,
+    let (o, errors) = match check_config(&cfg, structural) {
+        Ok(r) => r,
         Err(e) => {
             eprintln!("mmsim: {}: {e}", path.display());
             return ExitCode::from(2);
         }
     };
-    sim.enable_oracle();
-    sim.oracle.as_mut().expect("oracle on").structural = structural;
-    sim.run(|_| {});
-    let o = sim.oracle.take().expect("oracle on");
-    for e in &sim.workload_errors {
+    for e in &errors {
         println!("  workload: {e}");
     }
     let mut out = JsonOut { seeds_run: 1, violations: Vec::new() };
