@@ -283,8 +283,9 @@ pub struct CpuStats {
     pub itlb_misses: u64,
     pub dtlb_loads: u64,
     pub dtlb_stores: u64,
-    /// tlb:tlb_flush tracepoint hits on this CPU.
+    /// tlb:tlb_flush tracepoint hits on this CPU, and per `enum tlb_flush_reason`.
     pub tlb_flush_events: u64,
+    pub tlb_flush_by_reason: [u64; 6],
     /// Function-call IPIs received that are not TLB shootdowns (the CAL line), e.g. kernel-range
     /// flushes, which Linux does not count on the TLB line.
     pub irq_call_count: u64,

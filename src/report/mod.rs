@@ -10,6 +10,7 @@ pub mod timeline;
 pub mod trace_log;
 pub mod viz;
 
+use crate::arch::x86::mm::tlb::FlushReason;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -76,6 +77,11 @@ impl Report {
         counters.insert("dTLB-store-misses".into(), sum(|s| s.dtlb_store_misses));
         counters.insert("iTLB-load-misses".into(), sum(|s| s.itlb_misses));
         counters.insert("tlb:tlb_flush".into(), sum(|s| s.tlb_flush_events));
+        // By reason, as `perf script -e tlb:tlb_flush` prints them (include/linux/mm_types.h).
+        for r in [FlushReason::OnTaskSwitch, FlushReason::RemoteShootdown, FlushReason::LocalShootdown, FlushReason::LocalMmShootdown, FlushReason::RemoteSendIpi, FlushReason::RemoteWrongCpu] {
+            let n: u64 = sim.cpus.iter().map(|c| c.stats.tlb_flush_by_reason[r as usize]).sum();
+            counters.insert(format!("tlb:tlb_flush reason={}", trace_log::reason_str(r).0), n);
+        }
         counters.insert("context-switches".into(), sum(|s| s.context_switches));
         if sim.p.luf.on() {
             // LUF's own counters (mm/luf.rs; the series adds none to vmstat): printed after

@@ -86,7 +86,9 @@ pub struct FlushInfo {
 
 impl Sim {
     fn trace_tlb_flush(&mut self, cpu: CpuId, reason: FlushReason, pages: i64) {
-        self.cpus[cpu.0 as usize].stats.tlb_flush_events += 1;
+        let st = &mut self.cpus[cpu.0 as usize].stats;
+        st.tlb_flush_events += 1;
+        st.tlb_flush_by_reason[reason as usize] += 1;
         self.trace(cpu, || crate::report::trace_log::TraceEvent::TlbFlush { reason, pages });
     }
 
