@@ -56,9 +56,17 @@ impl Sim {
         self.charge_sys(cpu, self.bcast.rar_send_ns * targets.len() as f64);
         self.bcast.stats.tlbsync_ns += self.bcast.rar_send_ns * targets.len() as f64;
         // The local part: flush_tlb_func() would return early for a global ASID, so the RFC
-        // flushes the local TLB itself.
-        if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
+        // flushes the local TLB itself (INVPCID on the global PCID). Whether or not this CPU
+        // runs the mm now: a global PCID's entries outlive a switch to another mm, and
+        // switch_mm_irqs_off() back to a global ASID does not flush (choose_new_asid() returns
+        // need_flush = false), so entries left here would be used again. Seed 301 of `mmsim
+        // check --set machine.rar=true --set kernel.global_asid_eager=true`: kswapd, borrowing
+        // another mm on this CPU, unmapped a page of this mm and skipped the local flush.
+        {
             let ci = cpu.0 as usize;
+            if self.cpus[ci].tlbstate.loaded_mm != Some(mm) {
+                self.mark("rar flush from a cpu not running the mm");
+            }
             self.rar_invalidate(ci, asid, pages);
             self.charge_sys(cpu, per_target);
         }
