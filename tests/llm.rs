@@ -1,22 +1,12 @@
 //! The LLM-inference workload (`workload.kind = "llm"`, src/workload/llm.rs): seed 000's
 //! llama.cpp runs, the workload LUF is measured on.
 
-use std::path::PathBuf;
+mod common;
 
-use mmsim::config;
 use mmsim::report::Report;
-use mmsim::run::Outcome;
-use mmsim::sim::Sim;
 
 fn run(sets: &[&str]) -> Report {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/llm-inference.toml");
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let cfg = config::load(&path, &sets).unwrap();
-    let mut sim = Sim::build(&cfg).unwrap();
-    let out = sim.run(|_| {});
-    assert_eq!(out, Outcome::Completed);
-    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
-    Report::from_sim(&sim, out)
+    common::report_completed(&common::scenario("scenarios/llm-inference.toml", sets))
 }
 
 /// Every pass stores once per weight page (the output activations) and thread 0 appends the

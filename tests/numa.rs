@@ -3,19 +3,13 @@
 //! node 0 fills a buffer that a thread on node 1 then uses, while two more threads of the
 //! process run on node 1.
 
+mod common;
+
 use mmsim::mm::vmstat::VmEvent;
 use mmsim::sim::Sim;
 
 fn run(sets: &[&str], oracle: bool) -> Sim {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let cfg = mmsim::config::load(std::path::Path::new("scenarios/numa-hint-faults.toml"), &sets).expect("the shipped scenario loads");
-    let mut sim = Sim::build(&cfg).expect("builds");
-    if oracle {
-        sim.enable_oracle();
-    }
-    sim.run(|_| {});
-    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
-    sim
+    common::run_scenario("scenarios/numa-hint-faults.toml", sets, oracle)
 }
 
 fn irqs(sim: &Sim) -> u64 {

@@ -1,20 +1,15 @@
 //! mm/readahead.rs: read-around on a page-cache miss, async readahead at PG_readahead markers,
 //! fault-around leaving markers and pages under I/O to a fault.
 
+mod common;
+
 use mmsim::config;
 use mmsim::report::Report;
-use mmsim::run::Outcome;
-use mmsim::sim::Sim;
 
 fn run(backing: &str, pages: u64, sets: &[&str]) -> Report {
     let text = format!("[machine]\ncpus = 2\nmem_per_node_mib = 256\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\nmmap f {pages} {backing} shared prot=r\ntouch f read\n\"\"\"\n");
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let cfg = config::load_str("ra.toml", &text, &sets).unwrap();
-    let mut sim = Sim::build(&cfg).unwrap();
-    let out = sim.run(|_| {});
-    assert_eq!(out, Outcome::Completed);
-    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
-    Report::from_sim(&sim, out)
+    let cfg = config::load_str("ra.toml", &text, &common::sets(sets)).unwrap();
+    common::report_completed(&cfg)
 }
 
 /// Without readahead every page of a cold file is its own major fault and 4 KiB read.

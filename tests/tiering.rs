@@ -3,19 +3,13 @@
 //! Runs scenarios/tiering.toml: a DRAM node with the CPUs, a CPU-less CXL node, a cold set
 //! filling DRAM and a hot set that lands on CXL.
 
+mod common;
+
 use mmsim::mm::vmstat::VmEvent;
 use mmsim::sim::Sim;
 
 fn run_with(sets: &[&str], oracle: bool) -> Sim {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let cfg = mmsim::config::load(std::path::Path::new("scenarios/tiering.toml"), &sets).expect("the shipped scenario loads");
-    let mut sim = Sim::build(&cfg).expect("builds");
-    if oracle {
-        sim.enable_oracle();
-    }
-    sim.run(|_| {});
-    assert!(sim.workload_errors.is_empty(), "{:?}", sim.workload_errors);
-    sim
+    common::run_scenario("scenarios/tiering.toml", sets, oracle)
 }
 
 fn run(sets: &[&str]) -> Sim {

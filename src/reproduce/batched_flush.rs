@@ -116,11 +116,7 @@ pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String]) -> RunResul
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct Pair {
-    pub before: f64,
-    pub after: f64,
-}
+pub use super::Pair;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -172,22 +168,7 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
         return ExitCode::from(2);
     }
     let t = std::time::Instant::now();
-    let (out, text) = match experiment(sets, seeds) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("mmsim reproduce: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    print!("{text}");
-    eprintln!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64());
-    if let Some(p) = json {
-        if let Err(e) = crate::output::write_json(&p, &out) {
-            eprintln!("mmsim reproduce: {}: {e}", p.display());
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
+    super::finish(experiment(sets, seeds), json, || format!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64()))
 }
 
 /// The whole experiment: the JSON rows of `--json` and the printed table, without printing
@@ -245,7 +226,7 @@ pub fn experiment(sets: &[String], seeds: u64) -> Result<(Out, String), crate::c
             ("tlb_irqs_per_s", (pb.6, pa.6), (avg(b, |r| r.tlb_irqs_per_s), avg(a, |r| r.tlb_irqs_per_s))),
             ("system_us_per_reclaimed_page", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a))),
         ] {
-            rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair { before: p.0, after: p.1 }, simulated: Pair { before: s.0, after: s.1 } });
+            rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new(s) });
         }
     }
     Ok((Out { experiment: "batched-flush", scale: SCALE, seeds, rows }, text))

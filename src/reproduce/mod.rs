@@ -19,6 +19,42 @@ pub fn run_jobs<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync + Send)
     jobs.par_iter().map(f).collect()
 }
 
+/// One metric's BEFORE and AFTER figures, published or simulated: the cells of a result row
+/// (`batched_flush::Row`, `numa_delayed_map::Row`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Pair {
+    pub before: f64,
+    pub after: f64,
+}
+
+impl Pair {
+    pub fn new((before, after): (f64, f64)) -> Pair {
+        Pair { before, after }
+    }
+}
+
+/// The end of an experiment's `cli`: print its table, the wall-time line `footer` on stderr,
+/// then write `--json` atomically. Exit 2 if the experiment's configuration is invalid, 1 if the
+/// JSON cannot be written.
+pub fn finish<T: serde::Serialize>(res: Result<(T, String), crate::config::ConfigError>, json: Option<PathBuf>, footer: impl FnOnce() -> String) -> ExitCode {
+    let (out, text) = match res {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mmsim reproduce: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    print!("{text}");
+    eprintln!("{}", footer());
+    if let Some(p) = json {
+        if let Err(e) = crate::output::write_json(&p, &out) {
+            eprintln!("mmsim reproduce: {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// The experiments, by name.
 pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("batched-flush", "seed 002: batched TLB flush after unmap (Linux 4.3), vm-scalability lru-file-mmap-read"),

@@ -240,11 +240,7 @@ pub fn run_one(scale: u64, after: bool, sets: &[String]) -> Result<RunResult, Co
     })
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct Pair {
-    pub before: f64,
-    pub after: f64,
-}
+pub use super::Pair;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -335,7 +331,7 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
         let change = if sb != 0.0 { 100.0 * (sa - sb) / sb } else { 0.0 };
         let pub_cell = if i == 0 { format!("{:>10} {:>10}", "-", "+5.5%") } else { format!("{:>10.3e} {:>10.3e}", pb, pa) };
         writeln!(text, "{metric:<28} {pub_cell}   {sb:>10.4e} {sa:>10.4e} {change:>+8.1}%").unwrap();
-        rows.push(Row { metric: metric.to_string(), published: Pair { before: *pb, after: *pa }, simulated: Pair { before: sb, after: sa } });
+        rows.push(Row { metric: metric.to_string(), published: Pair::new((*pb, *pa)), simulated: Pair::new((sb, sa)) });
     }
     writeln!(text).unwrap();
     writeln!(text, "{:<28} {:>10.4e} {:>10.4e}", "numa_hint_faults", b.numa_hint_faults, a.numa_hint_faults).unwrap();
@@ -366,22 +362,9 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64) -> ExitCode {
         return ExitCode::from(2);
     }
     let t = std::time::Instant::now();
-    let (out, text) = match experiment(scale, sets) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("mmsim reproduce: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    print!("{text}");
-    // Host side only (the machine is shared): what else was running, as the load average.
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    eprintln!("(2 runs in {:.1} s wall time, on 2 threads; host load average now: {})", t.elapsed().as_secs_f64(), load.trim());
-    if let Some(p) = json {
-        if let Err(e) = crate::output::write_json(&p, &out) {
-            eprintln!("mmsim reproduce: {}: {e}", p.display());
-            return ExitCode::from(1);
-        }
-    }
-    ExitCode::SUCCESS
+    super::finish(experiment(scale, sets), json, || {
+        // Host side only (the machine is shared): what else was running, as the load average.
+        let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+        format!("(2 runs in {:.1} s wall time, on 2 threads; host load average now: {})", t.elapsed().as_secs_f64(), load.trim())
+    })
 }

@@ -55,12 +55,21 @@ impl Sim {
         }
         self.charge_sys(cpu, self.bcast.rar_send_ns * targets.len() as f64);
         self.bcast.stats.tlbsync_ns += self.bcast.rar_send_ns * targets.len() as f64;
-        // The local part: flush_tlb_func() would return early for a global ASID, so the RFC
-        // flushes the local TLB itself.
-        if self.cpus[cpu.0 as usize].tlbstate.loaded_mm == Some(mm) {
-            let ci = cpu.0 as usize;
-            self.rar_invalidate(ci, asid, pages);
-            self.charge_sys(cpu, per_target);
+        // The local part, as the RFC's rar_tlb_flush(): if this CPU is in mm_cpumask,
+        // flush_tlb_func(). Running the mm, it drops the range. Running another mm (kswapd on a
+        // borrowed mm, say), flush_tlb_func() only clears this CPU from mm_cpumask: the global
+        // PCID's entries stay, and it is the RFC's choose_new_asid(.., new_cpu) that flushes them
+        // when this CPU loads the mm again. Seed 301 of `mmsim check --set machine.rar=true --set
+        // kernel.global_asid_eager=true` found the model doing neither (docs/flush-alternatives.md).
+        let ci = cpu.0 as usize;
+        if self.mm(mm).cpumask.test(cpu) {
+            if self.cpus[ci].tlbstate.loaded_mm == Some(mm) {
+                self.rar_invalidate(ci, asid, pages);
+                self.charge_sys(cpu, per_target);
+            } else {
+                self.mark("rar flush from a cpu not running the mm");
+                self.mm_mut(mm).cpumask.clear(cpu);
+            }
         }
         // Poll the action vector until every target wrote RAR_SUCCESS.
         let now = self.now(cpu);

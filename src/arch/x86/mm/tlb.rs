@@ -332,13 +332,16 @@ impl Sim {
     }
 
     /// `choose_new_asid()`: reuse the slot already holding `mm`, else take the next one round-robin.
-    fn choose_new_asid(&mut self, cpu: CpuId, mm: MmId, next_tlb_gen: u64) -> (u16, bool) {
+    /// A global ASID is loaded without a flush, except under the RAR RFC (rar.rs) on a CPU that
+    /// was not in mm_cpumask (`new_cpu`): RAR actions go to mm_cpumask only, so such a CPU may
+    /// have missed some.
+    fn choose_new_asid(&mut self, cpu: CpuId, mm: MmId, next_tlb_gen: u64, new_cpu: bool) -> (u16, bool) {
         if !self.p.pcid {
             return (0, true);
         }
         let global = self.mm_global_asid(mm);
         if global != 0 {
-            return (global, false);
+            return (global, self.bcast.rar && new_cpu);
         }
         let ctx_id = self.mm(mm).ctx_id;
         let st = &mut self.cpus[cpu.0 as usize].tlbstate;
@@ -373,7 +376,9 @@ impl Sim {
             if self.mm_needs_global_asid(mm, asid) {
                 // The mm is transitioning to a global ASID (invlpgb.rs).
                 self.mark("switch to global asid");
-                (new_asid, need_flush) = (self.mm_global_asid(mm), false);
+                // The RAR RFC passes new_cpu = true here: the first load of the global ASID
+                // flushes it.
+                (new_asid, need_flush) = (self.mm_global_asid(mm), self.bcast.rar);
             } else if crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(asid) {
                 // Broadcast TLB invalidation keeps this ASID up to date all the time.
                 return;
@@ -404,9 +409,10 @@ impl Sim {
                 self.cpus[ci].tlbstate.loaded_mm = None;
                 return;
             };
+            let new_cpu = !self.mm(mm).cpumask.test(cpu);
             self.mm_mut(mm).cpumask.set(cpu);
             let mm_gen_now = self.mm(mm).tlb_gen;
-            (new_asid, need_flush) = self.choose_new_asid(cpu, mm, mm_gen_now);
+            (new_asid, need_flush) = self.choose_new_asid(cpu, mm, mm_gen_now, new_cpu);
         }
         let mm = next.expect("next is an mm here");
         let (ctx_id, mm_gen_now) = (self.mm(mm).ctx_id, self.mm(mm).tlb_gen);
@@ -414,7 +420,9 @@ impl Sim {
         st.loaded_mm = Some(mm);
         st.loaded_mm_asid = new_asid;
         if need_flush {
-            st.ctxs[new_asid as usize] = TlbContext { ctx_id, tlb_gen: mm_gen_now };
+            if !crate::arch::x86::mm::invlpgb::Broadcast::is_global_asid(new_asid) {
+                st.ctxs[new_asid as usize] = TlbContext { ctx_id, tlb_gen: mm_gen_now };
+            }
             self.local_flush_asid(cpu, new_asid);
             self.charge_sys(cpu, self.p.flush_full_ns);
         }
