@@ -356,19 +356,35 @@ pub fn run_all(scale: u64, sets: &[String]) -> Result<Vec<RunResult>, ConfigErro
 pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigError> {
     use std::fmt::Write as _;
     Config::defaults(sets)?;
-    config(scale, Kernel::Off, sets)?;
+    let cfg = config(scale, Kernel::Off, sets)?;
     let runs = run_all(scale, sets)?;
     let (b, a, v) = (&runs[0], &runs[1], &runs[2]);
     let mut text = String::new();
     writeln!(text, "Seed 000: LUF, lazy unmap flush (linux-6.9 vs linux-6.9 + LUF v10 vs linux-6.14 + LUF RFC v12)").unwrap();
     writeln!(
         text,
-        "Machine: 1 socket, {CPUS} CPUs; node 0 {} MiB DRAM with the CPUs, node 1 CPU-less {} MiB (CXL); swap off, numa_balancing=2, demotion on.",
-        (DRAM_MIB / scale).max(1),
-        (CXL_MIB / scale).max(1)
+        "Machine: 1 socket, {} CPUs; node 0 {} MiB DRAM with the CPUs, node 1 CPU-less {} MiB (CXL, {} ns); swap {} MiB, numa_balancing={}, demotion_enabled={}.",
+        cfg.int("machine.cpus"),
+        cfg.int("machine.mem_per_node_mib"),
+        cfg.int("machine.cpuless_mem_mib"),
+        cfg.float("machine.cpuless_latency_ns"),
+        cfg.int("machine.swap_mib"),
+        cfg.int("kernel.numa_balancing"),
+        cfg.bool("vm.demotion_enabled")
     )
     .unwrap();
-    writeln!(text, "llama.cpp: {PROCESSES} processes x {THREADS} threads, {} MiB models, {PROMPT_TOKENS} prompt + {GEN_TOKENS} generated tokens.", (MODEL_MIB / scale).max(1)).unwrap();
+    let llm = |k: &str| cfg.int(&format!("workload.llm.{k}"));
+    writeln!(
+        text,
+        "llama.cpp: {} processes x {} threads, {} MiB models ({} layers), {} prompt + {} generated tokens.",
+        llm("processes"),
+        llm("threads"),
+        llm("model_mib"),
+        llm("layers"),
+        llm("prompt_tokens"),
+        llm("gen_tokens")
+    )
+    .unwrap();
     if scale > 1 {
         writeln!(text, "Scale 1/{scale}: memory, models and NUMA-balancing times / {scale}; counts and times x {scale} (an estimate of full scale).").unwrap();
     }
