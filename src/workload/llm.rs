@@ -121,46 +121,37 @@ impl Sim {
         let generated = cfg.int("workload.llm.gen_tokens") as u64;
         let ctx = prompt + generated;
         let text_pages = cfg.int("workload.llm.text_pages") as u64;
-        let ncpus = self.cpus.len() as u32;
-        let mut tids = Vec::new();
-        let mut n = 0u32;
-        for p in 0..procs {
-            let cpu = CpuId(n % ncpus);
-            let mm = self.new_process_mm(cpu, p, text_pages);
-            let file = self.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
-            let model = self.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
-            let work = self.do_mmap(cpu, mm, WORK_PAGES, Prot::ReadWrite, false, Backing::Anon, None).expect("activations");
-            let kv = self.do_mmap(cpu, mm, layers * ctx, Prot::ReadWrite, false, Backing::Anon, None).expect("KV cache");
-            let text = self.mm(mm).regions[".text"];
-            for i in 0..threads {
-                let st = LlmState {
-                    model: (model, model_pages),
-                    work,
-                    kv,
-                    text,
-                    thread: i,
-                    nthreads: threads,
-                    layers,
-                    prompt,
-                    passes: 1 + generated,
-                    ctx,
-                    ns_per_page: cfg.float("workload.llm.ns_per_weight_page"),
-                    pass: 0,
-                    layer: 0,
-                    mat: 0,
-                    page: 0,
-                    accesses: 0,
-                    last_token_ns: None,
-                };
-                let cpu = CpuId(n % ncpus);
-                let prog = Program { body: Body::Llm(Box::new(st)), file: cfg.name.clone(), released: false };
-                tids.push((self.new_task(p, Some(mm), cpu, None, prog), cpu));
-                n += 1;
-            }
-        }
-        for (t, cpu) in tids {
-            self.enqueue(cpu, t, 0);
-        }
+        let ns_per_page = cfg.float("workload.llm.ns_per_weight_page");
+        let setup = |sim: &mut Sim, cpu: CpuId, p: u32, mm: MmId| {
+            let file = sim.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
+            let model = sim.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
+            let work = sim.do_mmap(cpu, mm, WORK_PAGES, Prot::ReadWrite, false, Backing::Anon, None).expect("activations");
+            let kv = sim.do_mmap(cpu, mm, layers * ctx, Prot::ReadWrite, false, Backing::Anon, None).expect("KV cache");
+            let text = sim.mm(mm).regions[".text"];
+            (model, work, kv, text)
+        };
+        let thread = |_: &mut Sim, &(model, work, kv, text): &(u64, u64, u64, (u64, u64)), i: u64, _: u32| {
+            Body::Llm(Box::new(LlmState {
+                model: (model, model_pages),
+                work,
+                kv,
+                text,
+                thread: i,
+                nthreads: threads,
+                layers,
+                prompt,
+                passes: 1 + generated,
+                ctx,
+                ns_per_page,
+                pass: 0,
+                layer: 0,
+                mat: 0,
+                page: 0,
+                accesses: 0,
+                last_token_ns: None,
+            }))
+        };
+        self.spawn_workload(cfg, procs, threads, text_pages, setup, thread);
     }
 
     /// Weight pages until the clock passes `horizon` (the next event of another CPU) or the
