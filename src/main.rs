@@ -146,7 +146,7 @@ enum Cmd {
     Trace(TraceCmd),
     /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
     /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
-    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask\n  mmsim check --seeds 1000 --set machine.cpu_vendor=amd --set machine.invlpgb=true")]
+    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate, luf-defer-writable, luf-skip-alloc-flush.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask\n  mmsim check --seeds 1000 --set machine.cpu_vendor=amd --set machine.invlpgb=true")]
     Check {
         /// Seeds to run (1..=N), stopping at the first violation.
         #[arg(long, default_value_t = 100)]

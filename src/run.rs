@@ -538,6 +538,23 @@ impl Sim {
                         })
                     }
                 }
+                Op::Fwrite { file, pages } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    let f = self.file_get_or_create(file, *pages);
+                    match self.generic_perform_write(cpu, f, *pages) {
+                        Ok(()) => Ok(StepResult::Continue),
+                        Err(e) => return self.fault_kill(t, prog, lineno, e),
+                    }
+                }
+                Op::Kalloc { pages } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    match self.kalloc_pages(cpu, *pages) {
+                        Ok(()) => Ok(StepResult::Continue),
+                        Err(e) => return self.fault_kill(t, prog, lineno, e),
+                    }
+                }
                 Op::Fork => {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);

@@ -63,6 +63,9 @@ pub struct Frame {
     pub order: u8,
     /// `folio_last_cpupid()` (kernel/sched/numa_balancing.rs encoding; 0 = unset).
     pub last_cpupid: u32,
+    /// LUF (mm/luf.rs): the v10 unmap generation or v12 `luf_key` a free page carries while
+    /// its flush is deferred (0 = none). Kept while free, cleared when allocated.
+    pub luf: u16,
 }
 
 #[derive(Clone, Debug)]
@@ -535,6 +538,10 @@ pub struct Sim {
     pub bcast: Box<crate::arch::x86::mm::invlpgb::Broadcast>,
     /// mm/latr.rs: LATR lazy shootdown state; None unless kernel.flush_policy = "latr".
     pub latr: Option<Box<crate::mm::latr::Latr>>,
+    /// mm/luf.rs: lazy unmap flush state (seed 000); unused unless kernel.luf is v10 or v12.
+    pub luf: crate::mm::luf::LufState,
+    /// Pages the kernel took for itself (`kalloc`, mm/filemap.rs `kalloc_pages`).
+    pub slab_pages: Vec<Pfn>,
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -653,6 +660,8 @@ impl Sim {
             tiers: Default::default(),
             bcast: Box::new(crate::arch::x86::mm::invlpgb::Broadcast::new(cfg, ncpus)),
             latr: crate::mm::latr::Latr::from_config(cfg, ncpus),
+            luf: crate::mm::luf::LufState::new(crate::mm::luf::Luf::from_config(cfg), ncpus),
+            slab_pages: Vec::new(),
         };
         sim.tiers = crate::mm::memory_tiers::MemoryTiers::new(&sim.nodes, &sim.node_latency, &sim.node_bandwidth);
         sim.locks = crate::kernel::locking::Locks::new(

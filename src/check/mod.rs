@@ -36,11 +36,15 @@ pub enum Inject {
     /// do_numa_page() makes the PTE accessible before migrating (the pre-5.13 order) while the
     /// migration's unmap still skips the shootdown, as delayed mapping (5.13+) allows.
     NumaMapBeforeMigrate,
+    /// LUF (mm/luf.rs) defers the flush of a folio although one of its PTEs was writable.
+    LufDeferWritable,
+    /// LUF: a tagged page leaves pcp/buddy without its deferred flush.
+    LufSkipAllocFlush,
 }
 
 impl Inject {
     pub const ALL: &'static [Inject] =
-        &[Inject::SkipFlushBeforeFree, Inject::SkipDirtyFlushBeforeWriteback, Inject::StaleMmCpumask, Inject::LazyNoCatchup, Inject::SkipBatchedPending, Inject::NumaMapBeforeMigrate];
+        &[Inject::SkipFlushBeforeFree, Inject::SkipDirtyFlushBeforeWriteback, Inject::StaleMmCpumask, Inject::LazyNoCatchup, Inject::SkipBatchedPending, Inject::NumaMapBeforeMigrate, Inject::LufDeferWritable, Inject::LufSkipAllocFlush];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,6 +55,8 @@ impl Inject {
             Inject::LazyNoCatchup => "lazy-no-catchup",
             Inject::SkipBatchedPending => "skip-batched-pending",
             Inject::NumaMapBeforeMigrate => "numa-map-before-migrate",
+            Inject::LufDeferWritable => "luf-defer-writable",
+            Inject::LufSkipAllocFlush => "luf-skip-alloc-flush",
         }
     }
 
@@ -166,7 +172,9 @@ impl Sim {
         let allowed_now = vma_flags.is_some_and(|f| f & if write { vm::WRITE } else { vm::READ } != 0);
         let o = self.oracle.as_mut().expect("oracle on");
         let frame_gen = o.frame_gen(e.pfn);
-        if frame_gen != f.frame_gen {
+        // LUF (mm/luf.rs): freed once since the fill, with its flush deferred, not reallocated.
+        let luf_freed = o.luf_freed_time(e.pfn).filter(|_| frame_gen == f.frame_gen.wrapping_add(1));
+        if frame_gen != f.frame_gen && luf_freed.is_none() {
             o.event(e.pfn, t, Some(cpu), if write { "stale write" } else { "stale read" }, Some(mm), vpn);
             o.report(Class::UseAfterReuse, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale TLB entry reached pfn {}, freed{} since the fill (generation {} -> {frame_gen}); PTE now {:?}", cpu.0, mm.0, e.pfn.0, if frame_gen.wrapping_sub(f.frame_gen) > 1 { " and reallocated" } else { "" }, f.frame_gen, pte));
         } else if latr_lazy {
@@ -187,6 +195,14 @@ impl Sim {
         } else if o.content(e.pfn).1 != o.version(cur_key) && o.discarded_since(cur_key, o.content(e.pfn).1) {
             o.event(e.pfn, t, Some(cpu), "stale read of discarded data", Some(mm), vpn);
             o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {} (data version {}), but that data was discarded (munmap/MADV_DONTNEED) since; the page is now version {}", cpu.0, mm.0, e.pfn.0, o.content(e.pfn).1, o.version(cur_key)));
+        } else if let (Some(freed), true) = (luf_freed, o.content(e.pfn).1 != o.version(cur_key)) {
+            o.event(e.pfn, t, Some(cpu), "stale read of data changed since LUF freed the frame", Some(mm), vpn);
+            o.report(Class::StaleData, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a read through a stale entry returned pfn {} (data version {}), freed with its flush deferred by LUF {} ns before; the page has since been written (version {}) and this CPU still sees the old data", cpu.0, mm.0, e.pfn.0, o.content(e.pfn).1, t.saturating_sub(freed), o.version(cur_key)));
+        } else if let Some(freed) = luf_freed {
+            // LUF's contract: a freed, unchanged, not reallocated frame may still be read.
+            o.allowed_stale_reads += 1;
+            o.luf_stale_read(t.saturating_sub(freed));
+            o.mark("allowed stale read (LUF)");
         } else if o.content(e.pfn).1 != o.version(cur_key) {
             // The page was refaulted into another frame and written there while this entry's
             // deferred flush was still in flight: the frame itself is unchanged and not reused.
@@ -196,6 +212,17 @@ impl Sim {
             o.allowed_stale_reads += 1;
             o.mark("allowed stale read");
         }
+    }
+
+    /// write(2) changed page `pgoff` of `file` in frame `pfn`: the shared file page's data is
+    /// a new version (what a stale entry to an older frame of it no longer shows).
+    pub fn oracle_file_write(&mut self, cpu: CpuId, file: FileId, pgoff: u64, pfn: Pfn) {
+        let key = 1 << 63 | (file.0 as u64) << 36 | pgoff;
+        let t = self.now(cpu);
+        let o = self.oracle.as_mut().expect("oracle on");
+        let v = o.bump_version(key);
+        o.set_content(pfn, key, v);
+        o.event(pfn, t, Some(cpu), "written by write(2)", None, pgoff);
     }
 
     /// The private data at `vpn` of `mm` was discarded (zap of an anon page or a swap entry:
@@ -228,12 +255,21 @@ impl Sim {
     pub fn oracle_free(&mut self, pfn: Pfn, order: usize) {
         let t = self.oracle_now();
         let cpu = self.running_cpu;
-        let live = if order == 0 { self.live_entries_for(pfn) } else { Vec::new() };
+        let mut live = if order == 0 { self.live_entries_for(pfn) } else { Vec::new() };
+        let luf = order == 0 && self.frame(pfn).luf != 0;
+        if luf {
+            // LUF frees with read-only entries still cached: allowed until reallocation. A
+            // writable one could change the free page (luf-defer-writable).
+            live.retain(|e| e.3 & F_WRITE != 0);
+        }
         let o = self.oracle.as_mut().expect("oracle on");
         for i in 0..1u32 << order {
             let p = Pfn(pfn.0 + i);
             o.bump_gen(p);
-            o.event(p, t, cpu, "freed", None, 0);
+            o.event(p, t, cpu, if luf { "freed, flush deferred (LUF)" } else { "freed" }, None, 0);
+        }
+        if luf {
+            o.luf_freed(pfn, t);
         }
         if let Some(&(c, mm, vpn, flags)) = live.first() {
             o.event(pfn, t, Some(c), "still cached by a running CPU", Some(mm), vpn);
@@ -249,6 +285,7 @@ impl Sim {
         for i in 0..1u32 << order {
             let p = Pfn(pfn.0 + i);
             o.bump_gen(p);
+            o.luf_reallocated(p);
             o.event(p, t, cpu, "allocated", None, 0);
         }
     }

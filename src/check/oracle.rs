@@ -95,6 +95,12 @@ pub struct Oracle {
     pub max_violations: usize,
     /// Whether the structural checkers run (src/check/structural.rs).
     pub structural: bool,
+    /// LUF (mm/luf.rs): frames freed with their flush deferred, and when (until reallocated).
+    luf_freed_at: HashMap<u32, Ns>,
+    /// LUF: allowed stale reads of a freed, not yet reallocated frame, and a log2 histogram of
+    /// how long after the free they came (bucket i: [2^i, 2^(i+1)) µs; bucket 0 also < 1 µs).
+    pub luf_stale_reads: u64,
+    pub luf_window_hist: [u64; 32],
 }
 
 impl Oracle {
@@ -163,6 +169,29 @@ impl Oracle {
 
     pub fn set_content(&mut self, pfn: Pfn, key: u64, ver: u32) {
         self.content[pfn.0 as usize] = (key, ver);
+    }
+
+    /// A frame freed with a deferred LUF flush at time `t`.
+    pub fn luf_freed(&mut self, pfn: Pfn, t: Ns) {
+        self.luf_freed_at.insert(pfn.0, t);
+    }
+
+    /// The frame is allocated again: its LUF window (if any) is over.
+    pub fn luf_reallocated(&mut self, pfn: Pfn) {
+        self.luf_freed_at.remove(&pfn.0);
+    }
+
+    /// When the frame was freed with a deferred LUF flush, if it is still free.
+    pub fn luf_freed_time(&self, pfn: Pfn) -> Option<Ns> {
+        self.luf_freed_at.get(&pfn.0).copied()
+    }
+
+    /// Count an allowed LUF stale read `window` ns after the frame's free.
+    pub fn luf_stale_read(&mut self, window: Ns) {
+        self.luf_stale_reads += 1;
+        let us = window / 1000;
+        let b = if us == 0 { 0 } else { (63 - us.leading_zeros()) as usize };
+        self.luf_window_hist[b.min(31)] += 1;
     }
 
     pub fn record_fill(&mut self, cpu: CpuId, asid: u16, vpn: u64, f: Fill) {

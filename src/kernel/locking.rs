@@ -53,10 +53,13 @@ pub enum LockClass {
     Ptl = 5,
     /// `&mm->mmap_lock` (`mmap_sem` before 5.8).
     MmapLock = 6,
+    /// LUF v12 (mm/luf.rs, not in any Linux): the global `luf_batch` rwlock, read on the file
+    /// write path (`mapping_write_begin()` → the mapping's pending flush), written by folds.
+    LufLock = 7,
 }
 
-pub const LOCK_CLASSES: [LockClass; 7] =
-    [LockClass::LruLock, LockClass::ZoneLock, LockClass::IPages, LockClass::IMmapRwsem, LockClass::AnonVmaRwsem, LockClass::Ptl, LockClass::MmapLock];
+pub const LOCK_CLASSES: [LockClass; 8] =
+    [LockClass::LruLock, LockClass::ZoneLock, LockClass::IPages, LockClass::IMmapRwsem, LockClass::AnonVmaRwsem, LockClass::Ptl, LockClass::MmapLock, LockClass::LufLock];
 
 impl LockClass {
     pub fn name(self, preset_version: (u32, u32)) -> &'static str {
@@ -72,11 +75,12 @@ impl LockClass {
             LockClass::Ptl => "ptlock_ptr(ptdesc)",
             LockClass::MmapLock if preset_version < (5, 8) => "&mm->mmap_sem",
             LockClass::MmapLock => "&mm->mmap_lock",
+            LockClass::LufLock => "&luf_batch->lock",
         }
     }
     /// Spinlocks spin while waiting; rwsems sleep.
     pub fn is_spin(self) -> bool {
-        matches!(self, LockClass::LruLock | LockClass::ZoneLock | LockClass::IPages | LockClass::Ptl)
+        matches!(self, LockClass::LruLock | LockClass::ZoneLock | LockClass::IPages | LockClass::Ptl | LockClass::LufLock)
     }
     /// Taken with interrupts disabled (spin_lock_irq / irqsave / xa_lock_irq).
     pub fn irqs_off(self) -> bool {
@@ -95,6 +99,8 @@ pub enum LockId {
     /// (mm, PTE table index = vpn >> 9)
     Ptl(u32, u64),
     MmapLock(u32),
+    /// LUF v12's global batch lock (one instance).
+    Luf,
 }
 
 impl LockId {
@@ -107,6 +113,7 @@ impl LockId {
             LockId::AnonVma(_) => LockClass::AnonVmaRwsem,
             LockId::Ptl(..) => LockClass::Ptl,
             LockId::MmapLock(_) => LockClass::MmapLock,
+            LockId::Luf => LockClass::LufLock,
         }
     }
 }
@@ -332,12 +339,13 @@ pub struct Locks {
     i_mmap: Vec<Calendar>,
     anon_vma: Vec<Calendar>,
     mmap: Vec<Calendar>,
+    luf: Calendar,
     /// Instances keyed by (mm, table): looked up, never iterated (so the hasher's order
     /// does not matter).
     ptl: HashMap<(u32, u64), Calendar, std::hash::BuildHasherDefault<KeyHasher>>,
     /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
     irq_off: Vec<VecDeque<(Ns, Ns)>>,
-    pub stats: [LockStat; 7],
+    pub stats: [LockStat; 8],
     /// Open sections that overlapped an interval booked while they were open.
     pub overlaps: u64,
 }
@@ -400,6 +408,7 @@ impl Locks {
             LockId::AnonVma(a) => at(&mut self.anon_vma, a),
             LockId::MmapLock(m) => at(&mut self.mmap, m),
             LockId::Ptl(m, t) => self.ptl.entry((m, t)).or_default(),
+            LockId::Luf => &mut self.luf,
         }
     }
 

@@ -49,9 +49,10 @@ pub enum KFn {
     TaskNumaWork,
     TryToMigrate,
     DoNumaPage,
+    LufTakeoff,
 }
 
-pub const NKFN: usize = KFn::DoNumaPage as usize + 1;
+pub const NKFN: usize = KFn::LufTakeoff as usize + 1;
 
 impl KFn {
     pub const ALL: [KFn; NKFN] = [
@@ -87,6 +88,7 @@ impl KFn {
         KFn::TaskNumaWork,
         KFn::TryToMigrate,
         KFn::DoNumaPage,
+        KFn::LufTakeoff,
     ];
 
     pub fn symbol(self) -> &'static str {
@@ -124,6 +126,7 @@ impl KFn {
             // Before 5.14 migration unmapped through try_to_unmap(TTU_MIGRATION).
             KFn::TryToMigrate => "try_to_migrate",
             KFn::DoNumaPage => "do_numa_page",
+            KFn::LufTakeoff => "luf_takeoff_end",
         }
     }
 }

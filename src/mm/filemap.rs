@@ -126,4 +126,50 @@ impl Sim {
         self.files[f.mapping as usize].pages[f.index as usize] = None;
         self.frame_mut(pfn).flags &= !pg::FILE;
     }
+
+    /// `generic_perform_write()` of whole pages `[0, pages)` of `file` (write(2)): each page is
+    /// found or added to the page cache (no read: the page is overwritten whole), copied into
+    /// and marked dirty. LUF v12's `mapping_write_begin()` first flushes what the file's batch
+    /// still owes, under the global luf_batch lock (read); mm/luf.rs.
+    pub fn generic_perform_write(&mut self, cpu: CpuId, file: FileId, pages: u64) -> Result<(), FaultError> {
+        for pgoff in 0..pages {
+            if self.p.luf == crate::mm::luf::Luf::V12 {
+                self.lock_section(cpu, LockId::Luf, Mode::Shared, self.p.pte_update_ns);
+                self.luf_abandon(cpu, crate::mm::luf::Abandon::FileWrite, None, Some(file.0));
+            }
+            let cached = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten();
+            let pfn = match cached {
+                Some(p) => p,
+                None => {
+                    if pgoff >= self.page_cache_limit() {
+                        return Err(FaultError::Segv(Box::new(format!("file offset {pgoff} pages is beyond the page cache's index"))));
+                    }
+                    let p = self.page_cache_alloc_add(cpu, file, pgoff).ok_or(FaultError::Oom)?;
+                    self.charge_sys(cpu, self.p.page_alloc_ns);
+                    p
+                }
+            };
+            let copy = self.page_op_ns(cpu, pfn, true);
+            self.kfn_enter(cpu, KFn::CopyPage);
+            self.charge_sys(cpu, copy);
+            self.kfn_exit(cpu);
+            self.frame_mut(pfn).flags |= pg::DIRTY;
+            if self.oracle.is_some() {
+                self.oracle_file_write(cpu, file, pgoff, pfn);
+            }
+        }
+        Ok(())
+    }
+
+    /// Pages the kernel allocates for itself (a slab cache growing: Matthew Wilcox's LUF case,
+    /// docs/luf.md), held to the end of the run.
+    pub fn kalloc_pages(&mut self, cpu: CpuId, pages: u64) -> Result<(), FaultError> {
+        let node = self.cpu_node(cpu);
+        for _ in 0..pages {
+            let pfn = self.alloc_pages(cpu, node).ok_or(FaultError::Oom)?;
+            self.charge_sys(cpu, self.p.page_alloc_ns);
+            self.slab_pages.push(pfn);
+        }
+        Ok(())
+    }
 }

@@ -152,6 +152,14 @@ impl Sim {
         if vma.flags & need == 0 && !(instr && vma.flags & vm::READ != 0) {
             return Err(FaultError::Segv(Box::new(format!("{} access to {} not allowed by the VMA", if write { "write" } else { "read" }, Vpn(vpn).addr()))));
         }
+        if self.p.luf == crate::mm::luf::Luf::V12 && (write || vma.flags & vm::WRITE != 0) {
+            // LUF v12: a fault on a writable VMA flushes what the mm's batch still owes.
+            self.luf_abandon(cpu, crate::mm::luf::Abandon::WritableFault, Some(mm), None);
+            if let Backing::File { file, .. } = vma.backing {
+                // A writable file VMA may change the file: its mapping's batch too.
+                self.luf_abandon(cpu, crate::mm::luf::Abandon::WritableFault, None, Some(file.0));
+            }
+        }
         self.pte_alloc(cpu, mm, vpn)?;
         let pte = self.mm(mm).pgtable.get(vpn);
         if pte.none() {
@@ -291,6 +299,10 @@ impl Sim {
         if vma.flags & vm::WRITE == 0 {
             return Err(FaultError::Segv(Box::new(format!("write to read-only mapping at {}", Vpn(vpn).addr()))));
         }
+        if self.p.luf == crate::mm::luf::Luf::V10 {
+            // LUF v10: a write-protect fault gives up every deferred flush (mm/luf.rs).
+            self.luf_abandon(cpu, crate::mm::luf::Abandon::WpFault, None, None);
+        }
         let pfn = pte.pfn();
         if vma.shared() {
             // wp_page_shared(): page_mkwrite, mark dirty, wp_page_reuse (no flush on x86: a
@@ -427,6 +439,11 @@ impl Sim {
             .collect();
         for (s, e) in ranges {
             self.zap_pte_range(cpu, tlb, s, e, reclaim_pt);
+            if self.p.luf == crate::mm::luf::Luf::V12 {
+                // LUF v12: tlb_end_vma() flushes what the mm's batch still owes.
+                let mm = tlb.mm;
+                self.luf_abandon(cpu, crate::mm::luf::Abandon::TlbEndVma, Some(mm), None);
+            }
         }
     }
 

@@ -133,7 +133,7 @@ impl Sim {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
-        let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>)> = Vec::new();
+        let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>, bool)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
             if self.latr.is_some() && self.latr_holds(src) {
@@ -150,8 +150,8 @@ impl Sim {
                 match self.alloc_demote_folio(cpu, target.0) {
                     Some(dst) => {
                         let b = if batched { Some(&mut batch) } else { None };
-                        let ptes = self.try_to_migrate(cpu, src, b);
-                        moving.push((src, dst, ptes));
+                        let (ptes, luf) = self.try_to_migrate(cpu, src, b);
+                        moving.push((src, dst, ptes, luf));
                     }
                     None => {
                         failed_out.push(src);
@@ -174,17 +174,21 @@ impl Sim {
                 }
             };
             let b = if batched { Some(&mut batch) } else { None };
-            let ptes = self.try_to_migrate(cpu, src, b);
-            moving.push((src, dst, ptes));
+            let (ptes, luf) = self.try_to_migrate(cpu, src, b);
+            moving.push((src, dst, ptes, luf));
         }
         if !moving.is_empty() {
             self.mark("migration batch");
         }
-        // One flush for the whole batch before any page is copied.
+        // One flush for the whole batch before any page is copied; with LUF ("mm, migrate:
+        // apply luf mechanism to unmapping during migration") the read-only sources' flush is
+        // deferred to their next allocation instead (mm/luf.rs).
+        let flushed = if batch.flush_required { batch.cpumask.clone() } else { crate::sim::CpuMask::new(self.cpus.len()) };
         self.try_to_unmap_flush(cpu, &mut batch);
+        let luf_tag = self.luf_fold_batch(cpu, &mut batch, &flushed);
         // Phase 2, migrate_folio_move(): copy, remap to the new frame, free the old one.
         let ok = moving.len() as u64;
-        for (src, dst, ptes) in moving {
+        for (src, dst, ptes, luf) in moving {
             let cost = self.page_op_ns(cpu, dst, true);
             self.charge_sys(cpu, cost);
             let s = *self.frame(src);
@@ -220,7 +224,7 @@ impl Sim {
             self.lru_add(dst);
             // The source is now only referenced by the migration: drop it.
             self.frame_mut(src).refcount = 1;
-            self.put_page(src);
+            self.luf_put_folio(cpu, src, if luf { luf_tag } else { 0 });
             self.vmstat.count(VmEvent::PGMIGRATE_SUCCESS);
         }
         self.vmstat.add(VmEvent::PGMIGRATE_FAIL, failed);
@@ -230,9 +234,13 @@ impl Sim {
     /// `try_to_migrate()` → `try_to_migrate_one()`: clear every PTE mapping the folio (deferring
     /// the flush into `batch` when allowed) and return them, so that the move phase can map the
     /// new frame where the old one was.
-    fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> Vec<(MmId, u64, Pte)> {
+    /// Also returns whether LUF deferred the folio's flush (all its PTEs were read-only).
+    fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> (Vec<(MmId, u64, Pte)>, bool) {
         let mut out = Vec::new();
         self.kfn_enter(cpu, crate::kernel::profile::KFn::TryToMigrate);
+        if let Some(b) = batch.as_deref_mut() {
+            self.luf_start_folio(pfn, b);
+        }
         for (mm, vpn) in self.rmap_walk(pfn) {
             let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             // The migration holds the folio; only the mapping count drops here.
@@ -241,6 +249,7 @@ impl Sim {
             out.push((mm, vpn, old));
         }
         self.kfn_exit(cpu);
-        out
+        let luf = batch.is_some_and(|b| b.end_folio());
+        (out, luf)
     }
 }

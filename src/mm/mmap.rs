@@ -118,6 +118,10 @@ impl Sim {
         if shared {
             flags |= vm::SHARED;
         }
+        if self.p.luf == crate::mm::luf::Luf::V10 && flags & vm::WRITE != 0 {
+            // LUF v10: a writable mapping gives up every deferred flush (mm/luf.rs).
+            self.luf_abandon(cpu, crate::mm::luf::Abandon::MmapWrite, None, None);
+        }
         let vma = Vma { start, end: start + pages, flags, backing, anon_vma: None };
         if let Backing::File { file, .. } = backing {
             self.files[file.0 as usize].i_mmap.push((mm, start));

@@ -143,7 +143,8 @@ impl Sim {
         let (mut pfn, mut order) = (pfn, order);
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
-            *f = Frame { flags: pg::FREE, node: f.node, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+            // A LUF tag (mm/luf.rs) stays with its frame while free, across merges.
+            *f = Frame { flags: pg::FREE, node: f.node, lru_next: NIL, lru_prev: NIL, luf: f.luf, ..Default::default() };
         }
         while order < MAX_PAGE_ORDER {
             let rel = pfn - start;
@@ -193,6 +194,12 @@ impl Sim {
     }
 
     fn prep_new_page(&mut self, pfn: u32, order: usize) {
+        if self.p.luf.on() {
+            // LUF: a page leaving pcp/buddy is flushed first if it still owes a deferred flush.
+            for i in 0..(1u32 << order) {
+                self.luf_takeoff(Pfn(pfn + i));
+            }
+        }
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
             debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
@@ -340,7 +347,7 @@ impl Sim {
         };
         {
             let fr = &mut self.frames[pfn.0 as usize];
-            *fr = Frame { flags: pg::FREE, node: fr.node, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+            *fr = Frame { flags: pg::FREE, node: fr.node, lru_next: NIL, lru_prev: NIL, luf: fr.luf, ..Default::default() };
         }
         let pcp = &mut self.pcp[cpu.0 as usize][node];
         pcp.list.push(pfn);
@@ -409,6 +416,11 @@ impl Sim {
                             }
                         }
                         p = head + (1 << order);
+                    }
+                    if self.p.luf.on() {
+                        for q in base..base + nr {
+                            self.luf_takeoff(Pfn(q));
+                        }
                     }
                     for q in base..base + nr {
                         let f = &mut self.frames[q as usize];

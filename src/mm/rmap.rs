@@ -8,17 +8,58 @@ use crate::mm::pgtable::Pte;
 use crate::sim::{pg, Backing, CpuMask, Sim};
 use crate::types::*;
 
-/// `struct tlbflush_unmap_batch` (current->tlb_ubc).
+/// `struct tlbflush_unmap_batch` (current->tlb_ubc), with LUF's (mm/luf.rs) companions: the
+/// folio being unmapped's read-only part (`tlb_ubc_ro`) and what is deferred (`tlb_ubc_luf`).
 #[derive(Clone, Debug)]
 pub struct TlbUnmapBatch {
     pub cpumask: CpuMask,
     pub flush_required: bool,
     pub writable: bool,
+    /// LUF: whether the folio being unmapped may still be deferred (`current->can_luf`).
+    pub can_luf: bool,
+    /// LUF: the read-only PTEs of the folio being unmapped (`tlb_ubc_ro`).
+    pub ro: CpuMask,
+    pub ro_required: bool,
+    /// LUF: the deferred part (`tlb_ubc_luf`), and the mms and files it came from.
+    pub luf: CpuMask,
+    pub luf_mms: Vec<MmId>,
+    pub luf_files: Vec<u32>,
 }
 
 impl TlbUnmapBatch {
     pub fn new(ncpus: usize) -> Self {
-        TlbUnmapBatch { cpumask: CpuMask::new(ncpus), flush_required: false, writable: false }
+        TlbUnmapBatch {
+            cpumask: CpuMask::new(ncpus),
+            flush_required: false,
+            writable: false,
+            can_luf: false,
+            ro: CpuMask::new(ncpus),
+            ro_required: false,
+            luf: CpuMask::new(ncpus),
+            luf_mms: Vec::new(),
+            luf_files: Vec::new(),
+        }
+    }
+
+    /// After the rmap walk of one folio: its read-only part joins `tlb_ubc_luf` if every PTE
+    /// was read-only (the folio is deferred: true), else `tlb_ubc`.
+    pub fn end_folio(&mut self) -> bool {
+        if !self.ro_required {
+            return false;
+        }
+        self.ro_required = false;
+        let target = if self.can_luf { &mut self.luf } else { &mut self.cpumask };
+        target.or(&self.ro);
+        self.ro.clear_all();
+        if !self.can_luf {
+            self.flush_required = true;
+        }
+        self.can_luf
+    }
+
+    /// Whether anything is deferred to LUF (not yet folded).
+    pub fn luf_pending(&self) -> bool {
+        !self.luf.is_empty()
     }
 }
 
@@ -84,11 +125,23 @@ impl Sim {
                 if self.inject == crate::check::Inject::StaleMmCpumask {
                     crate::check::drop_one_cpu(&mut mask, cpu);
                 }
-                b.cpumask.or(&mask);
+                if b.can_luf && self.luf_pte_ok(mm, vpn, old) {
+                    // LUF: a read-only PTE goes to tlb_ubc_ro (mm/luf.rs).
+                    b.ro.or(&mask);
+                    b.ro_required = true;
+                    if !b.luf_mms.contains(&mm) {
+                        b.luf_mms.push(mm);
+                    }
+                } else {
+                    b.can_luf = false;
+                    b.cpumask.or(&mask);
+                    b.flush_required = true;
+                }
                 self.inc_mm_tlb_gen(mm);
+                } else {
+                    b.flush_required = true;
                 }
                 self.mark("batched flush deferred");
-                b.flush_required = true;
                 // After the PTE clear: racing page-table changers must flush first.
                 self.mm_mut(mm).tlb_flush_batched_pending += 1;
                 if old.dirty() {
@@ -106,6 +159,30 @@ impl Sim {
         old
     }
 
+    /// LUF's test in `set_tlb_ubc_flush_pending()`: a writable (or dirty) PTE, or a shared VMA
+    /// without a file, clears `can_luf`. `luf-defer-writable` lets a writable one through.
+    fn luf_pte_ok(&self, mm: MmId, vpn: u64, old: Pte) -> bool {
+        if (old.write() || old.dirty()) && self.inject != crate::check::Inject::LufDeferWritable {
+            return false;
+        }
+        !crate::mm::mmap::find_vma_in(self.mm(mm), vpn).is_some_and(|v| v.shared() && matches!(v.backing, Backing::Anon))
+    }
+
+    /// `can_luf_init()`: LUF is on and the folio is a small anon or page-cache folio.
+    pub fn can_luf_init(&self, pfn: Pfn) -> bool {
+        self.p.luf.on() && self.frame(pfn).flags & (pg::ANON | pg::FILE) != 0 && self.frame(pfn).flags & pg::PGTABLE == 0
+    }
+
+    /// The start of a folio's rmap walk under TTU_BATCH_FLUSH: `can_luf_init()`; a page-cache
+    /// folio's file joins the batch's files (v12's per-`address_space` batch).
+    pub fn luf_start_folio(&mut self, pfn: Pfn, b: &mut TlbUnmapBatch) {
+        b.can_luf = self.can_luf_init(pfn);
+        let f = self.frame(pfn);
+        if b.can_luf && f.flags & pg::FILE != 0 && !b.luf_files.contains(&f.mapping) {
+            b.luf_files.push(f.mapping);
+        }
+    }
+
     /// `try_to_unmap()` → `try_to_unmap_one()` for every mapping of the folio.
     /// With `batch` (TTU_BATCH_FLUSH) the flush may be deferred into the batch. With `swap_slot`
     /// (an anon folio in the swap cache) each PTE becomes a swap entry for that slot.
@@ -113,8 +190,13 @@ impl Sim {
     /// Locks: the file's i_mmap_rwsem (or the anon_vma's rwsem) for read across the walk, and
     /// each mapping's PTE lock across try_to_unmap_one(), including a ptep_clear_flush()'s wait
     /// for its IPIs: a fault on that PTE table waits behind it.
-    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>, swap_slot: Option<u32>) {
+    ///
+    /// Returns whether LUF deferred the folio's flush (all its PTEs were read-only).
+    pub fn try_to_unmap(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>, swap_slot: Option<u32>) -> bool {
         self.kfn_enter(cpu, KFn::TryToUnmap);
+        if let Some(b) = batch.as_deref_mut() {
+            self.luf_start_folio(pfn, b);
+        }
         let rmap_lock = self.rmap_lock(cpu, pfn);
         for (mm, vpn) in self.rmap_walk(pfn) {
             let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
@@ -130,6 +212,7 @@ impl Sim {
         }
         self.lock_release(rmap_lock);
         self.kfn_exit(cpu);
+        batch.is_some_and(|b| b.end_folio())
     }
 
     /// `folio_lock_anon_vma_read()` / `i_mmap_lock_read()`: the rmap walk's lock for a folio,
@@ -161,6 +244,12 @@ impl Sim {
             self.mark("batched pending flush");
             self.flush_tlb_mm(cpu, mm);
             self.mm_mut(mm).tlb_flush_batched_flushed = pending;
+            if self.p.luf == crate::mm::luf::Luf::V12 {
+                // arch_mm_mark_ugen(), then LUF's own batch for the mm (v12 abandon trigger).
+                let mask = self.mm(mm).cpumask.clone();
+                self.luf_mark_done(&mask);
+                self.luf_abandon(cpu, crate::mm::luf::Abandon::BatchedPending, Some(mm), None);
+            }
         }
     }
 
@@ -173,6 +262,7 @@ impl Sim {
         self.kfn_enter(cpu, KFn::TryToUnmapFlush);
         self.arch_tlbbatch_flush(cpu, &mask);
         self.kfn_exit(cpu);
+        self.luf_mark_done(&mask);
         b.cpumask.clear_all();
         b.flush_required = false;
         b.writable = false;

@@ -47,11 +47,13 @@ pub const DEF_PRIORITY: u32 = 12;
 pub struct ReclaimTail {
     pub batch: TlbUnmapBatch,
     pub free_folios: Vec<Pfn>,
+    /// LUF (mm/luf.rs): folios whose flush was deferred, freed with the batch, tagged.
+    pub luf_folios: Vec<Pfn>,
 }
 
 impl ReclaimTail {
     pub fn new(ncpus: usize) -> Self {
-        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE) }
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new() }
     }
 }
 
@@ -293,7 +295,7 @@ impl Sim {
     /// Leave the end of a shrink_folio_list() to the current task's next step, which runs it
     /// before anything else ([`Sim::finish_task_reclaim_tail`]); without a task, run it now.
     fn defer_reclaim_tail(&mut self, cpu: CpuId, mut tail: Box<ReclaimTail>) {
-        if !tail.batch.flush_required && tail.free_folios.is_empty() {
+        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() {
             return;
         }
         match self.cpus[cpu.0 as usize].current {
@@ -342,7 +344,7 @@ impl Sim {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
         let mut reclaimed = 0u64;
-        let ReclaimTail { batch, free_folios } = &mut *tail;
+        let ReclaimTail { batch, free_folios, luf_folios } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
             let f = *self.frame(pfn);
@@ -395,9 +397,10 @@ impl Sim {
             } else {
                 None
             };
+            let mut luf = false;
             if f.mapcount > 0 {
                 let b = if batched { Some(&mut *batch) } else { None };
-                self.try_to_unmap(cpu, pfn, b, slot);
+                luf = self.try_to_unmap(cpu, pfn, b, slot);
             }
             if self.frame(pfn).mapcount != 0 {
                 self.putback(pfn, true);
@@ -437,13 +440,10 @@ impl Sim {
                 _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
             }
             reclaimed += 1;
-            free_folios.push(pfn);
-            if self.p.reclaim_free_batching && free_folios.len() == PAGEVEC_SIZE {
+            if luf { luf_folios.push(pfn) } else { free_folios.push(pfn) }
+            if self.p.reclaim_free_batching && free_folios.len() + luf_folios.len() == PAGEVEC_SIZE {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
-                if self.inject != Inject::SkipFlushBeforeFree {
-                    self.try_to_unmap_flush(cpu, batch);
-                }
-                self.free_folio_batch(cpu, free_folios);
+                self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
             }
         }
         if let (false, Some(nid)) = (demote_folios.is_empty(), nid) {
@@ -462,11 +462,24 @@ impl Sim {
     /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
     /// freed (all versions since 4.3).
     pub fn finish_reclaim_tail(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
+        let ReclaimTail { batch, free_folios, luf_folios } = tail;
+        self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
+    }
+
+    /// `try_to_unmap_flush()`, then `free_unref_folios()`; with LUF (v10 "mm, vmscan: apply luf
+    /// mechanism to unmapping during folio reclaim") the deferred folios are freed after it
+    /// tagged with the generation `fold_unmap_luf()` gives the CPUs the flush did not cover.
+    fn flush_and_free_folios(&mut self, cpu: CpuId, batch: &mut TlbUnmapBatch, free_folios: &mut Vec<Pfn>, luf_folios: &mut Vec<Pfn>) {
+        let flushed = if batch.flush_required { batch.cpumask.clone() } else { crate::sim::CpuMask::new(self.cpus.len()) };
         if self.inject != Inject::SkipFlushBeforeFree {
-            self.try_to_unmap_flush(cpu, &mut tail.batch);
+            self.try_to_unmap_flush(cpu, batch);
         }
-        if !tail.free_folios.is_empty() {
-            self.free_folio_batch(cpu, &mut tail.free_folios);
+        if !free_folios.is_empty() {
+            self.free_folio_batch(cpu, free_folios, 0);
+        }
+        if batch.luf_pending() || !luf_folios.is_empty() {
+            let tag = self.luf_fold_batch(cpu, batch, &flushed);
+            self.free_folio_batch(cpu, luf_folios, tag);
         }
     }
 
@@ -481,10 +494,10 @@ impl Sim {
         }
     }
 
-    fn free_folio_batch(&mut self, cpu: CpuId, folios: &mut Vec<Pfn>) {
+    fn free_folio_batch(&mut self, cpu: CpuId, folios: &mut Vec<Pfn>, luf_tag: u16) {
         let n = folios.len();
         for pfn in folios.drain(..) {
-            self.put_page(pfn);
+            self.luf_put_folio(cpu, pfn, luf_tag);
         }
         self.charge_sys(cpu, self.p.page_alloc_ns * n as f64);
     }

@@ -77,6 +77,21 @@ impl Report {
         counters.insert("iTLB-load-misses".into(), sum(|s| s.itlb_misses));
         counters.insert("tlb:tlb_flush".into(), sum(|s| s.tlb_flush_events));
         counters.insert("context-switches".into(), sum(|s| s.context_switches));
+        if sim.p.luf.on() {
+            // LUF's own counters (mm/luf.rs; the series adds none to vmstat): printed after
+            // /proc/vmstat's lines.
+            let l = &sim.luf.stats;
+            counters.insert("luf_deferred_folios".into(), l.deferred_folios);
+            counters.insert("luf_folds".into(), l.folds);
+            counters.insert("luf_takeoff_pages".into(), l.takeoff_pages);
+            counters.insert("luf_takeoff_clean".into(), l.takeoff_clean);
+            counters.insert("luf_takeoff_flushes".into(), l.takeoff_flushes);
+            counters.insert("luf_takeoff_flush_ns".into(), l.takeoff_flush_ns.round() as u64);
+            for a in crate::mm::luf::Abandon::ALL {
+                counters.insert(a.name().into(), l.abandon[a as usize]);
+            }
+            counters.insert("luf_abandon_flush_ns".into(), l.abandon_ns.round() as u64);
+        }
         let per_cpu = PerCpu {
             tlb_shootdowns: sim.cpus.iter().map(|c| c.stats.irq_tlb_count).collect(),
             user_ns: sim.cpus.iter().map(|c| c.stats.user_ns).collect(),
@@ -162,7 +177,8 @@ impl Report {
 
     /// /proc/vmstat lines for the modelled events.
     pub fn proc_vmstat(&self) -> String {
-        VmEvent::ALL.iter().filter_map(|e| self.counters.get(e.kernel_name()).map(|v| format!("{} {}\n", e.kernel_name(), v))).collect()
+        let kernel: String = VmEvent::ALL.iter().filter_map(|e| self.counters.get(e.kernel_name()).map(|v| format!("{} {}\n", e.kernel_name(), v))).collect();
+        kernel + &self.counters.iter().filter(|(k, _)| k.starts_with("luf_")).map(|(k, v)| format!("{k} {v}\n")).collect::<String>()
     }
 
     /// /proc/meminfo lines.

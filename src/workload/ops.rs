@@ -28,6 +28,10 @@ pub enum Op {
     Mprotect { region: String, prot: Prot },
     Madvise { region: String, advice: Advice },
     Migrate { region: String, node: u32 },
+    /// write(2) of the first PAGES pages of file FILE through the page cache.
+    Fwrite { file: String, pages: u64 },
+    /// PAGES pages allocated by the kernel for itself (a growing slab cache), kept to the end.
+    Kalloc { pages: u64 },
     Fork,
     Reap,
     Sleep(Option<Ns>),
@@ -153,6 +157,16 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                 want(3, "migrate NAME NODE")?;
                 let node = w[2].parse().map_err(|_| err(format!("'{}': NODE must be a node number", w[2])))?;
                 Op::Migrate { region: w[1].to_string(), node }
+            }
+            "fwrite" => {
+                want(3, "fwrite FILE PAGES")?;
+                let pages = w[2].parse::<u64>().ok().filter(|&p| p > 0 && p < 1 << 36).ok_or_else(|| err(format!("'{}': PAGES must be a positive integer below 2^36", w[2])))?;
+                Op::Fwrite { file: w[1].to_string(), pages }
+            }
+            "kalloc" => {
+                want(2, "kalloc PAGES")?;
+                let pages = w[1].parse::<u64>().ok().filter(|&p| p > 0 && p < 1 << 36).ok_or_else(|| err(format!("'{}': PAGES must be a positive integer below 2^36", w[1])))?;
+                Op::Kalloc { pages }
             }
             "fork" => Op::Fork,
             "reap" => Op::Reap,
