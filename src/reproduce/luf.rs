@@ -33,7 +33,6 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use crate::config::{Config, ConfigError};
-use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
 use crate::sim::Sim;
 use crate::workload::Body;
@@ -84,10 +83,6 @@ impl Kernel {
     }
 }
 
-/// Kernel functions whose time is LUF's flush at allocation (`luf_takeoff_end()` in v12,
-/// `check_luf_flush()` in v10), looked up by their profile symbol.
-pub const LUF_ALLOC_FLUSH_SYMBOLS: &[&str] = &["luf_takeoff_end", "check_luf_flush"];
-
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunResult {
     /// tlb:tlb_flush tracepoint hits, x scale.
@@ -101,10 +96,17 @@ pub struct RunResult {
     pub runtime_s: f64,
     /// Each process's runtime (s, x scale).
     pub runtime_per_process_s: Vec<f64>,
-    /// Time in LUF's allocation-side flush (s, x scale; 0 while the model has none).
+    /// Time allocating tasks spent in LUF's deferred flushes (`luf_takeoff_end()` /
+    /// `check_luf_flush()`; mm/luf.rs `takeoff_flush_ns`), s, x scale.
     pub luf_alloc_flush_s: f64,
-    /// Whether the profile has LUF's allocation-side flush function at all.
-    pub luf_alloc_flush_modelled: bool,
+    /// Time in flushes run by LUF's abandon triggers, s, x scale.
+    pub luf_abandon_flush_s: f64,
+    /// Folios freed with a deferred flush, x scale.
+    pub luf_deferred_folios: f64,
+    /// Flushes run at allocation, x scale.
+    pub luf_takeoff_flushes: f64,
+    /// Flushes run by abandon triggers (all triggers), x scale.
+    pub luf_abandon_flushes: f64,
     /// pgdemote_kswapd + pgdemote_direct, x scale.
     pub pages_demoted: f64,
     /// pgpromote_success, x scale.
@@ -203,14 +205,7 @@ pub fn run_one(scale: u64, kernel: Kernel, sets: &[String], bar: Option<&indicat
     }
     let runtime_per_process_s: Vec<f64> = last.values().map(|&ns| ns as f64 / 1e9 * k).collect();
     let runtime_s = runtime_per_process_s.iter().sum::<f64>() / runtime_per_process_s.len().max(1) as f64;
-    let mut luf_ns = 0u64;
-    let mut luf_modelled = false;
-    for f in KFn::ALL {
-        if LUF_ALLOC_FLUSH_SYMBOLS.contains(&f.symbol()) {
-            luf_modelled = true;
-            luf_ns += sim.prof.children_ns[f as usize];
-        }
-    }
+    let l = &sim.luf.stats;
     let user: u64 = sim.cpus.iter().map(|c| c.stats.user_ns).sum();
     let sys: u64 = sim.cpus.iter().map(|c| c.stats.sys_ns).sum();
     let irq: u64 = sim.cpus.iter().map(|c| c.stats.irq_ns).sum();
@@ -224,8 +219,11 @@ pub fn run_one(scale: u64, kernel: Kernel, sets: &[String], bar: Option<&indicat
         dtlb_load_misses: sum(|s| s.dtlb_load_misses),
         runtime_s,
         runtime_per_process_s,
-        luf_alloc_flush_s: luf_ns as f64 / 1e9 * k,
-        luf_alloc_flush_modelled: luf_modelled,
+        luf_alloc_flush_s: l.takeoff_flush_ns / 1e9 * k,
+        luf_abandon_flush_s: l.abandon_ns / 1e9 * k,
+        luf_deferred_folios: l.deferred_folios as f64 * k,
+        luf_takeoff_flushes: l.takeoff_flushes as f64 * k,
+        luf_abandon_flushes: l.abandon.iter().sum::<u64>() as f64 * k,
         pages_demoted: ev(VmEvent::PGDEMOTE_KSWAPD) + ev(VmEvent::PGDEMOTE_DIRECT),
         pages_promoted: ev(VmEvent::PGPROMOTE_SUCCESS),
         pgsteal: ev(VmEvent::PGSTEAL_KSWAPD) + ev(VmEvent::PGSTEAL_DIRECT),
@@ -406,11 +404,12 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
         rows.push(Row { metric: metric.to_string(), published: p, simulated: s });
     }
     writeln!(text).unwrap();
-    if !a.luf_alloc_flush_modelled {
-        writeln!(text, "LUF's allocation-side flush is not in this build's profile (luf_alloc_flush_s reads 0).").unwrap();
-    }
     let cell = |f: fn(&RunResult) -> String| format!("{:>14} {:>14} {:>14}", f(b), f(a), f(v));
     writeln!(text, "{:<28} {}", "runtime per process (s)", cell(|r| r.runtime_per_process_s.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/"))).unwrap();
+    writeln!(text, "{:<28} {}", "luf deferred folios", cell(|r| format!("{:.3e}", r.luf_deferred_folios))).unwrap();
+    writeln!(text, "{:<28} {}", "luf flushes at allocation", cell(|r| format!("{:.3e}", r.luf_takeoff_flushes))).unwrap();
+    writeln!(text, "{:<28} {}", "luf abandon flushes", cell(|r| format!("{:.3e}", r.luf_abandon_flushes))).unwrap();
+    writeln!(text, "{:<28} {}", "luf abandon flush time (s)", cell(|r| format!("{:.3e}", r.luf_abandon_flush_s))).unwrap();
     writeln!(text, "{:<28} {}", "pgsteal (x scale)", cell(|r| format!("{:.3e}", r.pgsteal))).unwrap();
     writeln!(text, "{:<28} {}", "pgpgin (x scale)", cell(|r| format!("{:.3e}", r.pgpgin))).unwrap();
     writeln!(text, "{:<28} {}", "simulated s (this scale)", cell(|r| format!("{:.3}", r.sim_s))).unwrap();
