@@ -108,8 +108,14 @@ fn luf_v10_is_neutral_on_writable_private_mappings() {
     let irqs = |r: &Report| r.per_cpu.tlb_shootdowns.iter().sum::<u64>() as f64;
     // Under pressure: demotion and swap-out both ran.
     assert!(c(&off, "pgdemote_direct") + c(&off, "pgdemote_kswapd") > 1000 && c(&off, "pswpout") > 1000, "demoted {} swapped {}", c(&off, "pgdemote_direct"), c(&off, "pswpout"));
-    assert_eq!(c(&v10, "luf_deferred_folios"), 0, "no PTE was read-only");
+    // Nearly nothing is deferred: a writable private PTE is read-only only after a NUMA-hinted
+    // (PROT_NONE) anon folio is migrated (remove_migration_pte() maps it without the write bit,
+    // as Linux does since 6.3) and before its next write, and such a folio is reclaimed clean
+    // only if it came back from swap on a read.
+    let deferred = c(&v10, "luf_deferred_folios");
+    assert!(deferred < c(&v10, "pswpout") / 100, "{deferred} folios deferred");
     let change = |a: f64, b: f64| (b - a).abs() / a.max(1.0);
-    assert!(change(irqs(&off), irqs(&v10)) < 0.01, "shootdown IRQs {} -> {}", irqs(&off), irqs(&v10));
-    assert!(change(off.time.elapsed_ns as f64, v10.time.elapsed_ns as f64) < 0.01, "runtime {} -> {} ns", off.time.elapsed_ns, v10.time.elapsed_ns);
+    assert!(change(irqs(&off), irqs(&v10)) < 0.01, "shootdown IRQs {} -> {} ({deferred} folios deferred)", irqs(&off), irqs(&v10));
+    assert!(change(off.time.elapsed_ns as f64, v10.time.elapsed_ns as f64) < 0.01, "runtime {} -> {} ns ({deferred} folios deferred)", off.time.elapsed_ns, v10.time.elapsed_ns);
+    eprintln!("neutrality: IRQs {} -> {}, runtime {} -> {} ns, {deferred} folios deferred", irqs(&off), irqs(&v10), off.time.elapsed_ns, v10.time.elapsed_ns);
 }

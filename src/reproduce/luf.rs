@@ -128,6 +128,7 @@ pub struct RunResult {
 
 /// The experiment's settings: the seed's machine and workload at 1/`scale`, the kernel.
 pub fn base_sets(scale: u64, kernel: Kernel) -> Vec<String> {
+    // At least 1: a hot threshold of 0 ms would refuse every promotion candidate.
     let div = |v: u64| (v / scale).max(1);
     vec![
         format!("machine.cpus={CPUS}"),
@@ -142,10 +143,10 @@ pub fn base_sets(scale: u64, kernel: Kernel) -> Vec<String> {
         "kernel.numa_balancing=2".into(),
         "vm.demotion_enabled=true".into(),
         format!("kernel.numa_balancing_scan_size_mb={}", div(256)),
-        format!("kernel.numa_balancing_scan_delay_ms={}", 1000 / scale),
-        format!("kernel.numa_balancing_scan_period_min_ms={}", 1000 / scale),
+        format!("kernel.numa_balancing_scan_delay_ms={}", div(1000)),
+        format!("kernel.numa_balancing_scan_period_min_ms={}", div(1000)),
         format!("kernel.numa_balancing_scan_period_max_ms={}", div(60000)),
-        format!("kernel.numa_balancing_hot_threshold_ms={}", 1000 / scale),
+        format!("kernel.numa_balancing_hot_threshold_ms={}", div(1000)),
         // A liveness bound far beyond the run (the seed's runs took ~1000 s at full scale).
         "run.max_sim_ms=100000000".into(),
         "run.seed=1".into(),
