@@ -146,7 +146,7 @@ enum Cmd {
     Trace(TraceCmd),
     /// Stress-test TLB-flush safety: random seeded machines and programs run with the stale-TLB
     /// oracle on (docs/check.md). Exit 3 on a violation, with the reproducing command.
-    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate, luf-defer-writable, luf-skip-alloc-flush.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask\n  mmsim check --seeds 1000 --set machine.cpu_vendor=amd --set machine.invlpgb=true")]
+    #[command(after_help = "Injection sites: skip-flush-before-free, skip-dirty-flush-before-writeback, stale-mm-cpumask, lazy-no-catchup, skip-batched-pending, numa-map-before-migrate, luf-defer-writable, luf-skip-alloc-flush.\nExamples:\n  mmsim check --seeds 200\n  mmsim check --seeds 10000 --json check.json\n  mmsim check --seeds 1000 --inject skip-flush-before-free\n  mmsim check --seeds 1000 --inject numa-map-before-migrate --no-structural\n  mmsim check --seed 17 --inject stale-mm-cpumask\n  mmsim check --seeds 1000 --set machine.cpu_vendor=amd --set machine.invlpgb=true\n  mmsim check --seeds 1000 --set kernel.luf=v12\n  mmsim check --scenario scenarios/luf-file-write.toml --set kernel.luf=v10")]
     Check {
         /// Seeds to run (1..=N), stopping at the first violation.
         #[arg(long, default_value_t = 100)]
@@ -168,6 +168,10 @@ enum Cmd {
         /// machine.invlpgb=true; docs/flush-alternatives.md). Repeatable.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Check one scenario file instead of the seeded swarm (e.g. the LUF safety cases,
+        /// scenarios/luf-*.toml; docs/luf.md).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["seeds", "seed"])]
+        scenario: Option<PathBuf>,
     },
     /// Developer command: fuzz the scenario loader, op language, trace parser and generated
     /// scenarios in-process; exit 3 if any case panics (docs/check.md, "Fuzzing").
@@ -211,6 +215,12 @@ enum TraceCmd {
 }
 
 fn main() -> ExitCode {
+    // `mmsim ... | head`: end quietly on a closed pipe, as coreutils do, instead of panicking
+    // in println! (Rust ignores SIGPIPE by default).
+    // SAFETY: setting a signal disposition to the default before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run { scenario, set, json, only, cost_profile, viz } => cmd_run(scenario, set, json, only, cost_profile, viz),
@@ -246,7 +256,8 @@ fn main() -> ExitCode {
             mmsim::interrupt::install();
             mmsim::trace::record_cli(out, cmd)
         }
-        Cmd::Check { seeds, seed, inject, json, no_structural, set } => mmsim::check::swarm::cli_sets(seeds, seed, inject, json, !no_structural, set),
+        Cmd::Check { scenario: Some(path), inject, json, no_structural, set, .. } => mmsim::check::swarm::cli_scenario(&path, inject, json, !no_structural, set),
+        Cmd::Check { seeds, seed, inject, json, no_structural, set, scenario: None } => mmsim::check::swarm::cli_sets(seeds, seed, inject, json, !no_structural, set),
         Cmd::Fuzz { cases, seed, first, seconds, root } => mmsim::fuzz::cli(seed, first, cases, seconds, root),
         Cmd::Knobs { markdown } => {
             print!("{}", mmsim::config::knobs::reference(markdown));

@@ -26,6 +26,9 @@ pub struct SeedResult {
     pub sets: Vec<String>,
     /// Why threads of the scenario died (printed for a single `--seed`).
     pub workload_errors: Vec<String>,
+    /// LUF (mm/luf.rs): allowed stale reads of freed, unchanged frames, and their windows.
+    pub luf_stale_reads: u64,
+    pub luf_window_hist: [u64; 32],
 }
 
 fn pick<'a>(r: &mut Prng, xs: &[&'a str]) -> &'a str {
@@ -216,7 +219,96 @@ pub fn run_seed_sets(seed: u64, inject: Inject, structural: bool, extra: &[Strin
         // counted so a swarm that kills its threads early shows.
         *o.marks.entry("thread killed (SIGSEGV/OOM)").or_insert(0) += sim.workload_errors.len() as u64;
     }
-    SeedResult { seed, violations: o.violations, marks: o.marks, allowed_stale_reads: o.allowed_stale_reads, checked_hits: o.checked_hits, sets, workload_errors: std::mem::take(&mut sim.workload_errors) }
+    SeedResult {
+        seed,
+        violations: o.violations,
+        marks: o.marks,
+        allowed_stale_reads: o.allowed_stale_reads,
+        checked_hits: o.checked_hits,
+        sets,
+        workload_errors: std::mem::take(&mut sim.workload_errors),
+        luf_stale_reads: o.luf_stale_reads,
+        luf_window_hist: o.luf_window_hist,
+    }
+}
+
+/// The LUF stale-read windows as a log2 histogram in µs (one line per non-empty bucket).
+fn print_luf_windows(reads: u64, hist: &[u64; 32]) {
+    if reads == 0 {
+        return;
+    }
+    println!("allowed LUF stale reads (a freed, unchanged frame read through a deferred entry): {reads}");
+    println!("  time since the free, µs : reads");
+    for (i, &n) in hist.iter().enumerate().filter(|(_, n)| **n > 0) {
+        let lo = if i == 0 { 0 } else { 1u64 << i };
+        println!("  [{lo:>8}, {:>8}) : {n}", 1u64 << (i + 1));
+    }
+}
+
+/// Run one scenario with the oracle (and, if `structural`, the structural checkers) on:
+/// what the oracle found and why threads died.
+pub fn check_config(cfg: &Config, structural: bool) -> Result<(Box<super::Oracle>, Vec<String>), String> {
+    let mut sim = Sim::build(cfg).map_err(|e| e.to_string())?;
+    sim.enable_oracle();
+    sim.oracle.as_mut().expect("oracle on").structural = structural;
+    sim.run(|_| {});
+    let o = sim.oracle.take().expect("oracle on");
+    Ok((o, std::mem::take(&mut sim.workload_errors)))
+}
+
+/// `mmsim check --scenario FILE`: one scenario with the oracle (and the structural checkers)
+/// on; the verdict, the first violation's history, or the allowed stale reads (docs/check.md).
+pub fn cli_scenario(path: &std::path::Path, inject: Option<String>, json: Option<std::path::PathBuf>, structural: bool, mut extra: Vec<String>) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    if let Some(i) = inject.filter(|i| i != "none") {
+        extra.push(format!("check.inject=\"{i}\""));
+    }
+    let cfg = match crate::config::load(path, &extra) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mmsim: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (o, errors) = match check_config(&cfg, structural) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mmsim: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    for e in &errors {
+        println!("  workload: {e}");
+    }
+    let mut out = JsonOut { seeds_run: 1, violations: Vec::new() };
+    for v in &o.violations {
+        out.violations.push(JsonViolation { seed: cfg.int("run.seed") as u64, class: v.class.name(), detail: v.detail.clone() });
+    }
+    match super::headline(&o.violations) {
+        Some(v) => {
+            println!("VIOLATION {} in {}", v.class.name(), path.display());
+            println!("  {}", v.detail);
+            println!("  history of the frame (oldest first):");
+            for h in &v.history {
+                println!("    {h}");
+            }
+        }
+        None => {
+            println!("{}: no violation ({} accesses through TLB entries checked, {} allowed stale reads)", path.display(), o.checked_hits, o.allowed_stale_reads);
+            print_luf_windows(o.luf_stale_reads, &o.luf_window_hist);
+            println!("coverage marks:");
+            for (k, v) in &o.marks {
+                println!("  {k:<28} {v}");
+            }
+        }
+    }
+    if let Some(p) = json {
+        if let Err(e) = crate::output::write_json(&p, &out) {
+            eprintln!("mmsim: {}: {e}", p.display());
+            return ExitCode::from(1);
+        }
+    }
+    if o.violations.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_VIOLATION) }
 }
 
 #[derive(serde::Serialize)]
@@ -262,6 +354,7 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
     let t0 = std::time::Instant::now();
     let mut out = JsonOut { seeds_run: 0, violations: Vec::new() };
     let mut marks: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let (mut luf_reads, mut luf_hist) = (0u64, [0u64; 32]);
     let mut found = None;
     let bar = indicatif::ProgressBar::new(list.len() as u64);
     bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} seeds {per_sec} eta {eta}").expect("valid template"));
@@ -277,6 +370,10 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
             bar.inc(1);
             for (k, v) in &r.marks {
                 *marks.entry(k).or_insert(0) += v;
+            }
+            luf_reads += r.luf_stale_reads;
+            for (a, b) in luf_hist.iter_mut().zip(r.luf_window_hist) {
+                *a += b;
             }
             if !r.violations.is_empty() || list.len() == 1 {
                 // The oracle's findings first (as the headline), then the structural ones.
@@ -317,6 +414,7 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
         }
         None => {
             println!("{} seeds{inj}: no violation ({:.1} seeds/s)", out.seeds_run, out.seeds_run as f64 / secs.max(1e-9));
+            print_luf_windows(luf_reads, &luf_hist);
             println!("coverage marks (times reached over all seeds):");
             for (k, v) in &marks {
                 println!("  {k:<28} {v}");

@@ -11,6 +11,10 @@ use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, File, Sim};
 use crate::types::*;
 
+/// `Frame::mapping` of a page the kernel took for itself (`kalloc`): owned by the kernel, like
+/// the hugetlb and vmemmap markers.
+pub const SLAB_MAPPING: u32 = u32::MAX - 3;
+
 impl Sim {
     /// Find a file by name, creating it (or growing it) to at least `pages` pages.
     pub fn file_get_or_create(&mut self, name: &str, pages: u64) -> FileId {
@@ -168,6 +172,7 @@ impl Sim {
         for _ in 0..pages {
             let pfn = self.alloc_pages(cpu, node).ok_or(FaultError::Oom)?;
             self.charge_sys(cpu, self.p.page_alloc_ns);
+            self.frame_mut(pfn).mapping = SLAB_MAPPING;
             self.slab_pages.push(pfn);
         }
         Ok(())
