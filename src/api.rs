@@ -80,6 +80,8 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result
         // Full scale, as the CLI without --scale (minutes).
         "numa-delayed-map" => Ok(to_json(&crate::reproduce::numa_delayed_map::experiment(1, sets)?.0)),
         "flush-alternatives" => Ok(to_json(&crate::reproduce::flush_alternatives::experiment().map_err(ApiError::Usage)?)),
+        // Full scale, as the CLI without --scale (hours: docs/luf.md).
+        "luf" => Ok(to_json(&crate::reproduce::luf::experiment(1, sets)?.0)),
         _ => {
             let names: Vec<&str> = crate::reproduce::EXPERIMENTS.iter().map(|(n, _)| *n).collect();
             Err(ApiError::Usage(format!("reproduce: unknown experiment '{name}'; available: {}", names.join(", "))))

@@ -106,7 +106,7 @@ enum Cmd {
         scaling: bool,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives, luf.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Reproduce {
         /// batched-flush, vmacache, hvo or numa-delayed-map.
         name: String,
@@ -120,7 +120,7 @@ enum Cmd {
         /// BEFORE and AFTER alike, before any --set (batched-flush, numa-delayed-map).
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
-        /// Divide every memory size by K, multiply counts back (numa-delayed-map; default 1).
+        /// Divide every memory size by K, multiply counts back (numa-delayed-map, luf; default 1).
         #[arg(long, value_name = "K")]
         scale: Option<u64>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).

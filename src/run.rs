@@ -168,39 +168,28 @@ impl Sim {
             "sequential" => Pattern::Sequential,
             _ => Pattern::Uniform,
         };
-        let ncpus = self.cpus.len() as u32;
-        let mut tids = Vec::new();
-        let mut n = 0u32;
-        for p in 0..procs {
-            let cpu = CpuId(n % ncpus);
-            let mm = self.new_process_mm(cpu, p, text_pages);
-            let ws = self.do_mmap(cpu, mm, ws_pages, Prot::ReadWrite, false, Backing::Anon, None).expect("working set fits");
-            let text = self.mm(mm).regions[".text"];
-            for _ in 0..threads {
-                let st = SynthState {
-                    region: (ws, ws_pages),
-                    text: if text_pages > 0 { text } else { (0, 0) },
-                    prng: self.prng.fork(n as u64),
-                    remaining: cfg.int("workload.accesses_per_thread") as u64,
-                    pattern,
-                    read_pct: cfg.int("workload.read_pct") as u64,
-                    sigma: cfg.float("workload.sigma_pages"),
-                    fetches_per_access: cfg.float("workload.fetches_per_access"),
-                    fetch_acc: 0.0,
-                    text_cursor: 0,
-                    seq_cursor: 0,
-                    init: (0, 0),
-                    thin: cfg.int("workload.thin") as u64,
-                };
-                let cpu = CpuId(n % ncpus);
-                let prog = Program { body: Body::Synth(st), file: cfg.name.clone(), released: false };
-                tids.push((self.new_task(p, Some(mm), cpu, None, prog), cpu));
-                n += 1;
-            }
-        }
-        for (t, cpu) in tids {
-            self.enqueue(cpu, t, 0);
-        }
+        let setup = |sim: &mut Sim, cpu: CpuId, _: u32, mm: MmId| {
+            let ws = sim.do_mmap(cpu, mm, ws_pages, Prot::ReadWrite, false, Backing::Anon, None).expect("working set fits");
+            (ws, sim.mm(mm).regions[".text"])
+        };
+        let thread = |sim: &mut Sim, &(ws, text): &(u64, (u64, u64)), _: u64, n: u32| {
+            Body::Synth(SynthState {
+                region: (ws, ws_pages),
+                text: if text_pages > 0 { text } else { (0, 0) },
+                prng: sim.prng.fork(n as u64),
+                remaining: cfg.int("workload.accesses_per_thread") as u64,
+                pattern,
+                read_pct: cfg.int("workload.read_pct") as u64,
+                sigma: cfg.float("workload.sigma_pages"),
+                fetches_per_access: cfg.float("workload.fetches_per_access"),
+                fetch_acc: 0.0,
+                text_cursor: 0,
+                seq_cursor: 0,
+                init: (0, 0),
+                thin: cfg.int("workload.thin") as u64,
+            })
+        };
+        self.spawn_workload(cfg, procs, threads as u64, text_pages, setup, thread);
     }
 
     fn all_done(&self) -> bool {

@@ -208,7 +208,7 @@ fn row_bars(row: &Value) -> Vec<(String, f64)> {
             Some(v) if num(v).is_some() => bars.push((short.to_string(), num(v).unwrap())),
             Some(Value::Object(m)) if m.get("value").and_then(num).is_some() => bars.push((short.to_string(), num(&m["value"]).unwrap())),
             Some(Value::Object(m)) if m.contains_key("before") || m.contains_key("after") => {
-                for k in ["before", "after"] {
+                for k in ["before", "after", "after_v12"] {
                     if let Some(x) = m.get(k).and_then(num) {
                         bars.push((format!("{short} {k}"), x));
                     }

@@ -4,6 +4,7 @@
 pub mod batched_flush;
 pub mod flush_alternatives;
 pub mod hvo;
+pub mod luf;
 pub mod numa_delayed_map;
 pub mod vmacache;
 
@@ -62,6 +63,7 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
     ("hvo", "seed 004: HugeTLB vmemmap optimisation (5.14) and its batched flushes"),
     ("numa-delayed-map", "seed 001: NUMA balancing maps the PTE only after the migration (5.13), pmbench on 2 sockets"),
     ("flush-alternatives", "issue 15: IPI vs AMD INVLPGB vs Intel RAR (RFC) vs LATR on the seeds' workloads"),
+    ("luf", "seed 000: LUF, lazy unmap flush (v10, RFC v12; not merged), three llama.cpp on 70 GB models, DRAM + CXL"),
 ];
 
 /// `sets` are `--set key=value` overrides applied to every run of the experiment (BEFORE and
@@ -70,11 +72,18 @@ pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64
     cli_scaled(name, json, sets, seeds, None)
 }
 
-/// [`cli`] with `--scale` (numa-delayed-map only).
+/// [`cli`] with `--scale` (numa-delayed-map and luf only).
 pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> ExitCode {
-    if scale.is_some() && name != "numa-delayed-map" {
-        eprintln!("mmsim reproduce: --scale is supported for numa-delayed-map only");
+    if scale.is_some() && name != "numa-delayed-map" && name != "luf" {
+        eprintln!("mmsim reproduce: --scale is supported for numa-delayed-map and luf only");
         return ExitCode::from(2);
+    }
+    if name == "luf" {
+        if seeds.is_some() {
+            eprintln!("mmsim reproduce: --seeds is not supported for luf (one seed per kernel)");
+            return ExitCode::from(2);
+        }
+        return luf::cli(json, sets, scale.unwrap_or(1));
     }
     if name == "numa-delayed-map" {
         if seeds.is_some() {

@@ -65,6 +65,11 @@ pub struct LlmState {
     layer: u64,
     mat: usize,
     page: u64,
+    /// Simulated accesses this thread has made (text fetches, loads and stores), for throughput
+    /// figures (`mmsim reproduce luf`).
+    pub accesses: u64,
+    /// When this thread finished its last pass (its last token), if it has.
+    pub last_token_ns: Option<Ns>,
 }
 
 impl LlmState {
@@ -86,6 +91,23 @@ impl LlmState {
     fn tokens_so_far(&self) -> u64 {
         self.prompt + self.pass
     }
+
+    /// Weight pages this thread has processed so far and will process in all (for progress).
+    pub fn progress(&self) -> (u64, u64) {
+        let mut mine = 0;
+        let mut done_in_layer = 0;
+        for mat in 0..7 {
+            let (_, pages) = self.matrix(0, mat);
+            let (s, e) = self.slice(pages);
+            mine += e - s;
+            if mat < self.mat {
+                done_in_layer += e - s;
+            }
+        }
+        let per_pass = mine * self.layers;
+        let done = self.pass * per_pass + self.layer * mine + done_in_layer + self.page;
+        (done.min(per_pass * self.passes), per_pass * self.passes)
+    }
 }
 
 impl Sim {
@@ -99,44 +121,37 @@ impl Sim {
         let generated = cfg.int("workload.llm.gen_tokens") as u64;
         let ctx = prompt + generated;
         let text_pages = cfg.int("workload.llm.text_pages") as u64;
-        let ncpus = self.cpus.len() as u32;
-        let mut tids = Vec::new();
-        let mut n = 0u32;
-        for p in 0..procs {
-            let cpu = CpuId(n % ncpus);
-            let mm = self.new_process_mm(cpu, p, text_pages);
-            let file = self.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
-            let model = self.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
-            let work = self.do_mmap(cpu, mm, WORK_PAGES, Prot::ReadWrite, false, Backing::Anon, None).expect("activations");
-            let kv = self.do_mmap(cpu, mm, layers * ctx, Prot::ReadWrite, false, Backing::Anon, None).expect("KV cache");
-            let text = self.mm(mm).regions[".text"];
-            for i in 0..threads {
-                let st = LlmState {
-                    model: (model, model_pages),
-                    work,
-                    kv,
-                    text,
-                    thread: i,
-                    nthreads: threads,
-                    layers,
-                    prompt,
-                    passes: 1 + generated,
-                    ctx,
-                    ns_per_page: cfg.float("workload.llm.ns_per_weight_page"),
-                    pass: 0,
-                    layer: 0,
-                    mat: 0,
-                    page: 0,
-                };
-                let cpu = CpuId(n % ncpus);
-                let prog = Program { body: Body::Llm(Box::new(st)), file: cfg.name.clone(), released: false };
-                tids.push((self.new_task(p, Some(mm), cpu, None, prog), cpu));
-                n += 1;
-            }
-        }
-        for (t, cpu) in tids {
-            self.enqueue(cpu, t, 0);
-        }
+        let ns_per_page = cfg.float("workload.llm.ns_per_weight_page");
+        let setup = |sim: &mut Sim, cpu: CpuId, p: u32, mm: MmId| {
+            let file = sim.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
+            let model = sim.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
+            let work = sim.do_mmap(cpu, mm, WORK_PAGES, Prot::ReadWrite, false, Backing::Anon, None).expect("activations");
+            let kv = sim.do_mmap(cpu, mm, layers * ctx, Prot::ReadWrite, false, Backing::Anon, None).expect("KV cache");
+            let text = sim.mm(mm).regions[".text"];
+            (model, work, kv, text)
+        };
+        let thread = |_: &mut Sim, &(model, work, kv, text): &(u64, u64, u64, (u64, u64)), i: u64, _: u32| {
+            Body::Llm(Box::new(LlmState {
+                model: (model, model_pages),
+                work,
+                kv,
+                text,
+                thread: i,
+                nthreads: threads,
+                layers,
+                prompt,
+                passes: 1 + generated,
+                ctx,
+                ns_per_page,
+                pass: 0,
+                layer: 0,
+                mat: 0,
+                page: 0,
+                accesses: 0,
+                last_token_ns: None,
+            }))
+        };
+        self.spawn_workload(cfg, procs, threads, text_pages, setup, thread);
     }
 
     /// Weight pages until the clock passes `horizon` (the next event of another CPU) or the
@@ -152,10 +167,12 @@ impl Sim {
             }
             let (mstart, mpages) = st.matrix(st.layer, st.mat);
             let (s, e) = st.slice(mpages);
-            if let Err(err) = self.llm_weight_page(cpu, mm, st, mstart, mpages, s, e) {
-                return self.fault_kill(t, prog, 0, err);
-            }
+            let n = match self.llm_weight_page(cpu, mm, st, mstart, mpages, s, e) {
+                Ok(n) => n,
+                Err(err) => return self.fault_kill(t, prog, 0, err),
+            };
             let Body::Llm(st) = &mut prog.body else { unreachable!() };
+            st.accesses += n;
             st.page += 1;
             if s + st.page >= e {
                 st.page = 0;
@@ -166,6 +183,9 @@ impl Sim {
                     if st.layer == st.layers {
                         st.layer = 0;
                         st.pass += 1;
+                        if st.pass == st.passes {
+                            st.last_token_ns = Some(self.cpus[ci].clock);
+                        }
                     }
                 }
             }
@@ -177,12 +197,13 @@ impl Sim {
     }
 
     /// One weight page of this thread's slice `[s, e)` of a matrix (with the matrix-boundary
-    /// work at its first page).
+    /// work at its first page); returns the accesses made.
     #[allow(clippy::too_many_arguments)]
-    fn llm_weight_page(&mut self, cpu: CpuId, mm: MmId, st: &LlmState, mstart: u64, mpages: u64, s: u64, e: u64) -> Result<(), FaultError> {
+    fn llm_weight_page(&mut self, cpu: CpuId, mm: MmId, st: &LlmState, mstart: u64, mpages: u64, s: u64, e: u64) -> Result<u64, FaultError> {
         if s >= e {
-            return Ok(()); // more threads than pages: this thread has no rows here
+            return Ok(0); // more threads than pages: this thread has no rows here
         }
+        let mut n = 4;
         let i = s + st.page;
         let (input, output) = MAT_IO[st.mat];
         if st.page == 0 {
@@ -190,6 +211,7 @@ impl Sim {
             for p in 1..st.text.1 {
                 self.access(cpu, mm, st.text.0 + p, false, true)?;
             }
+            n += st.text.1.saturating_sub(1);
             let kv_layer = st.kv + st.layer * st.ctx;
             if st.mat == 3 {
                 // Attention before o: this thread's heads read the layer's K/V so far.
@@ -197,6 +219,7 @@ impl Sim {
                 while j < st.tokens_so_far() {
                     self.access(cpu, mm, kv_layer + j, false, false)?;
                     j += st.nthreads;
+                    n += 1;
                 }
             }
         }
@@ -209,11 +232,12 @@ impl Sim {
             // After v: this pass's tokens' K and V rows (8 KV heads x 128 x fp16 x 2 = 4 KiB
             // per token per layer) are appended to the layer's cache.
             let kv_layer = st.kv + st.layer * st.ctx;
-            let (first, n) = if st.pass == 0 { (0, st.prompt) } else { (st.prompt + st.pass - 1, 1) };
-            for j in first..(first + n).min(st.ctx) {
+            let (first, kvn) = if st.pass == 0 { (0, st.prompt) } else { (st.prompt + st.pass - 1, 1) };
+            for j in first..(first + kvn).min(st.ctx) {
                 self.access(cpu, mm, kv_layer + j, true, false)?;
+                n += 1;
             }
         }
-        Ok(())
+        Ok(n)
     }
 }

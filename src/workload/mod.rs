@@ -2,6 +2,7 @@
 //! ([`synth`]), LLM inference over mmapped weights ([`llm`]). A [`Program`] is one task's position in its workload.
 pub mod llm;
 pub mod ops;
+mod spawn;
 pub mod synth;
 pub mod vma;
 
