@@ -274,6 +274,8 @@ impl Sim {
             self.luf.stats.takeoff_clean += 1;
             return;
         };
+        // The allocating CPU; an allocation outside any CPU's step (none in today's model)
+        // would be charged to CPU 0.
         let cpu = self.running_cpu.unwrap_or(CpuId(0));
         self.mark("luf: flush at allocation");
         let ns = self.luf_flush(cpu, &mask);
