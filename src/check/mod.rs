@@ -82,6 +82,11 @@ pub fn drop_one_cpu(mask: &mut CpuMask, initiator: CpuId) {
     }
 }
 
+/// The oracle's logical key of a shared file page (file, pgoff).
+fn file_key(file: FileId, pgoff: u64) -> u64 {
+    1 << 63 | (file.0 as u64) << 36 | pgoff
+}
+
 fn entry_vpn(e: &TlbEntry) -> u64 {
     e.tag & ((1 << 39) - 1)
 }
@@ -114,7 +119,7 @@ impl Sim {
     fn logical_key_and_vma_flags(&self, mm: MmId, vpn: u64) -> (u64, Option<u32>) {
         let vma = find_vma_in(self.mm(mm), vpn).filter(|v| v.start <= vpn);
         let key = match vma.map(|v| (v, v.backing)) {
-            Some((v, Backing::File { file, pgoff })) if v.shared() => 1 << 63 | (file.0 as u64) << 36 | (pgoff + vpn - v.start),
+            Some((v, Backing::File { file, pgoff })) if v.shared() => file_key(file, pgoff + vpn - v.start),
             _ => (mm.0 as u64) << 40 | vpn,
         };
         (key, vma.map(|v| v.flags))
@@ -217,7 +222,7 @@ impl Sim {
     /// write(2) changed page `pgoff` of `file` in frame `pfn`: the shared file page's data is
     /// a new version (what a stale entry to an older frame of it no longer shows).
     pub fn oracle_file_write(&mut self, cpu: CpuId, file: FileId, pgoff: u64, pfn: Pfn) {
-        let key = 1 << 63 | (file.0 as u64) << 36 | pgoff;
+        let key = file_key(file, pgoff);
         let t = self.now(cpu);
         let o = self.oracle.as_mut().expect("oracle on");
         let v = o.bump_version(key);

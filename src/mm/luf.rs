@@ -289,27 +289,18 @@ impl Sim {
         let owed = match self.luf.ver {
             Luf::Off => return,
             Luf::V10 => (!self.luf.pending.is_empty()).then(|| self.luf.pending.clone()),
-            Luf::V12 => {
-                let e = match (mm, file) {
-                    (Some(m), _) => self.luf.mm_batch.get(&m.0),
-                    (None, Some(f)) => self.luf.file_batch.get(&f),
-                    (None, None) => None,
-                };
-                match (mm, file, e) {
-                    (None, None, _) => {
-                        // Everything pending: the union of the table's owed CPUs.
-                        let mut all = CpuMask::new(self.cpus.len());
-                        for e in self.luf.table.values() {
-                            if let Some(m) = self.luf.entry_owed(e) {
-                                all.or(&m);
-                            }
-                        }
-                        (!all.is_empty()).then_some(all)
+            Luf::V12 => match (mm, file) {
+                (Some(m), _) => self.luf.mm_batch.get(&m.0).and_then(|e| self.luf.entry_owed(e)),
+                (None, Some(f)) => self.luf.file_batch.get(&f).and_then(|e| self.luf.entry_owed(e)),
+                (None, None) => {
+                    // Everything pending: the union of the table's owed CPUs.
+                    let mut all = CpuMask::new(self.cpus.len());
+                    for m in self.luf.table.values().filter_map(|e| self.luf.entry_owed(e)) {
+                        all.or(&m);
                     }
-                    (_, _, Some(e)) => self.luf.entry_owed(e),
-                    _ => None,
+                    (!all.is_empty()).then_some(all)
                 }
-            }
+            },
         };
         let Some(mask) = owed else { return };
         self.mark("luf: abandoned, flushed now");

@@ -183,9 +183,9 @@ impl Sim {
         // One flush for the whole batch before any page is copied; with LUF ("mm, migrate:
         // apply luf mechanism to unmapping during migration") the read-only sources' flush is
         // deferred to their next allocation instead (mm/luf.rs).
-        let flushed = if batch.flush_required { batch.cpumask.clone() } else { crate::sim::CpuMask::new(self.cpus.len()) };
+        let flushed = batch.luf_flushed_mask();
         self.try_to_unmap_flush(cpu, &mut batch);
-        let luf_tag = self.luf_fold_batch(cpu, &mut batch, &flushed);
+        let luf_tag = flushed.map_or(0, |f| self.luf_fold_batch(cpu, &mut batch, &f));
         // Phase 2, migrate_folio_move(): copy, remap to the new frame, free the old one.
         let ok = moving.len() as u64;
         for (src, dst, ptes, luf) in moving {

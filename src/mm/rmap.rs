@@ -61,6 +61,16 @@ impl TlbUnmapBatch {
     pub fn luf_pending(&self) -> bool {
         !self.luf.is_empty()
     }
+
+    /// Before `try_to_unmap_flush()`: the CPUs it is about to flush, which LUF's fold drops
+    /// (None when nothing is deferred, so nothing is copied with LUF off).
+    pub fn luf_flushed_mask(&self) -> Option<CpuMask> {
+        match (self.luf_pending(), self.flush_required) {
+            (false, _) => None,
+            (true, true) => Some(self.cpumask.clone()),
+            (true, false) => Some(CpuMask::new(self.cpumask.0.len() * 64)),
+        }
+    }
 }
 
 impl Sim {

@@ -470,15 +470,15 @@ impl Sim {
     /// mechanism to unmapping during folio reclaim") the deferred folios are freed after it
     /// tagged with the generation `fold_unmap_luf()` gives the CPUs the flush did not cover.
     fn flush_and_free_folios(&mut self, cpu: CpuId, batch: &mut TlbUnmapBatch, free_folios: &mut Vec<Pfn>, luf_folios: &mut Vec<Pfn>) {
-        let flushed = if batch.flush_required { batch.cpumask.clone() } else { crate::sim::CpuMask::new(self.cpus.len()) };
+        let flushed = batch.luf_flushed_mask();
         if self.inject != Inject::SkipFlushBeforeFree {
             self.try_to_unmap_flush(cpu, batch);
         }
         if !free_folios.is_empty() {
             self.free_folio_batch(cpu, free_folios, 0);
         }
-        if batch.luf_pending() || !luf_folios.is_empty() {
-            let tag = self.luf_fold_batch(cpu, batch, &flushed);
+        if flushed.is_some() || !luf_folios.is_empty() {
+            let tag = flushed.map_or(0, |f| self.luf_fold_batch(cpu, batch, &f));
             self.free_folio_batch(cpu, luf_folios, tag);
         }
     }
