@@ -20,6 +20,10 @@ use crate::mm::mmap::find_vma_in;
 use crate::sim::{pg, Sim};
 use crate::types::*;
 
+/// A folio in flight in `migrate_pages_batch()`: source, destination, the PTEs cleared from the
+/// source, and whether LUF deferred the source's flush.
+type Moving = (Pfn, Pfn, Vec<(MmId, u64, Pte)>, bool);
+
 /// NR_MAX_BATCHED_MIGRATION = HPAGE_PMD_NR.
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
 
@@ -133,7 +137,7 @@ impl Sim {
         let batched = self.p.migrate_batch_flush;
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
-        let mut moving: Vec<(Pfn, Pfn, Vec<(MmId, u64, Pte)>, bool)> = Vec::new();
+        let mut moving: Vec<Moving> = Vec::new();
         let mut failed = 0;
         for &src in folios {
             if self.latr.is_some() && self.latr_holds(src) {
