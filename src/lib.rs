@@ -3,6 +3,7 @@
 pub mod api;
 pub mod arch;
 pub mod bench;
+pub mod block;
 pub mod check;
 pub mod compare;
 pub mod config;

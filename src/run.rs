@@ -331,6 +331,12 @@ impl Sim {
             }
         };
         self.tasks[t.0 as usize].prog = Some(prog);
+        // A read the step started (block/mod.rs): the task sleeps until it completes.
+        let io = std::mem::take(&mut self.cpus[ci].io_wait_until);
+        let r = match r {
+            StepResult::Continue if io > self.cpus[ci].clock => StepResult::Block(Some(io)),
+            r => r,
+        };
         match r {
             StepResult::Continue => self.kick(cpu),
             StepResult::Block(wake) => self.block_current(cpu, wake),
@@ -392,7 +398,7 @@ impl Sim {
                     }
                     // Re-read the ASID after kernel work, as `access` does on every call.
                     asid = self.cpus[ci].tlbstate.loaded_mm_asid;
-                    if self.cpus[ci].clock > stop {
+                    if self.cpus[ci].clock > stop || self.cpus[ci].io_wait_until != 0 {
                         break;
                     }
                 }
@@ -427,7 +433,7 @@ impl Sim {
             if let Err(e) = r {
                 return self.fault_kill(t, prog, 0, e);
             }
-            if self.cpus[ci].clock > stop {
+            if self.cpus[ci].clock > stop || self.cpus[ci].io_wait_until != 0 {
                 break;
             }
         }

@@ -307,6 +307,8 @@ pub struct Cpu {
     pub stats: CpuStats,
     /// Queued in the event heap (running a task that needs steps).
     pub scheduled: bool,
+    /// The running task waits for a read until this time (block/mod.rs `io_wait`); 0 = none.
+    pub io_wait_until: Ns,
 }
 
 /// Typed cost and kernel parameters, derived once from the [`Config`].
@@ -543,6 +545,8 @@ pub struct Sim {
     pub luf: crate::mm::luf::LufState,
     /// Pages the kernel took for itself (`kalloc`, mm/filemap.rs `kalloc_pages`).
     pub slab_pages: Vec<Pfn>,
+    /// block/mod.rs: the file device's and the swap device's queues.
+    pub blkdev: [crate::block::BlockDev; 2],
 }
 
 pub const NO_PFN: u32 = u32::MAX;
@@ -622,6 +626,7 @@ impl Sim {
                 tlbstate: TlbState::new(),
                 stats: CpuStats::default(),
                 scheduled: false,
+                io_wait_until: 0,
             })
             .collect();
         let mut sim = Sim {
@@ -663,6 +668,7 @@ impl Sim {
             latr: crate::mm::latr::Latr::from_config(cfg, ncpus),
             luf: crate::mm::luf::LufState::new(crate::mm::luf::Luf::from_config(cfg), ncpus),
             slab_pages: Vec::new(),
+            blkdev: Default::default(),
         };
         sim.tiers = crate::mm::memory_tiers::MemoryTiers::new(&sim.nodes, &sim.node_latency, &sim.node_bandwidth);
         sim.locks = crate::kernel::locking::Locks::new(

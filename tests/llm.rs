@@ -31,7 +31,10 @@ fn each_pass_streams_every_weight_page_once() {
 
 /// More weights than memory: every pass reads most of its model again, reclaim unmaps clean
 /// file pages mapped by the process's other threads (remote shootdowns), and the flushes cost
-/// the hot set and the text their TLB entries (dTLB store and iTLB misses).
+/// the hot set and the text their TLB entries (dTLB store and iTLB misses). The store-miss
+/// factor was 20 when a read's wait kept its CPU busy; since readers sleep (block/mod.rs), CPUs
+/// whose threads wait are lazy and skip shootdowns, and wake-ups add cold misses to the fitting
+/// run too: measured 14x, so the test asks for 10x.
 #[test]
 fn weights_larger_than_memory_are_reclaimed_with_shootdowns() {
     let fits = run(&["workload.llm.model_mib=64"]);
@@ -41,7 +44,7 @@ fn weights_larger_than_memory_are_reclaimed_with_shootdowns() {
     assert!(big.counters["pgsteal_kswapd"] + big.counters["pgsteal_direct"] > 2 * (passes - 1) * model_pages / 2);
     assert!(big.counters["nr_tlb_remote_flush"] > 1000, "{}", big.counters["nr_tlb_remote_flush"]);
     let rate = |r: &Report, k: &str| r.counters[k] as f64 / r.counters["dTLB-stores"] as f64;
-    assert!(rate(&big, "dTLB-store-misses") > 20.0 * rate(&fits, "dTLB-store-misses"), "store misses per store: {} vs {}", rate(&big, "dTLB-store-misses"), rate(&fits, "dTLB-store-misses"));
+    assert!(rate(&big, "dTLB-store-misses") > 10.0 * rate(&fits, "dTLB-store-misses"), "store misses per store: {} vs {}", rate(&big, "dTLB-store-misses"), rate(&fits, "dTLB-store-misses"));
     assert!(big.counters["iTLB-load-misses"] > 50 * fits.counters["iTLB-load-misses"].max(1));
 }
 

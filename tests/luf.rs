@@ -130,7 +130,7 @@ fn injection_sites_are_found() {
     for (inject, v, seed, class) in [
         (Inject::LufDeferWritable, "v10", 2, Class::LostWrite),
         (Inject::LufDeferWritable, "v12", 2, Class::LostWrite),
-        (Inject::LufSkipAllocFlush, "v10", 48, Class::UseAfterReuse),
+        (Inject::LufSkipAllocFlush, "v10", 91, Class::UseAfterReuse),
         (Inject::LufSkipAllocFlush, "v12", 22, Class::UseAfterReuse),
     ] {
         let sets = vec![format!("kernel.luf={v}")];

@@ -1,7 +1,7 @@
 //! `mmsim reproduce luf` (seed 000, issue 12 item 3) at 1/1024 scale with 3 generated tokens:
 //! the JSON's shape, determinism (the parallel run equals the sequential one, byte for byte
-//! once the host's wall-clock fields are left out), the direction of the flush rows with LUF
-//! on, and issue 12's neutrality check.
+//! once the host's wall-clock fields are left out), LUF's allocation-side flushes, and issue
+//! 12's neutrality check.
 
 use mmsim::reproduce::luf;
 
@@ -52,15 +52,12 @@ fn luf_reproduction_shape_and_determinism() {
     // The workload ran: reclaim kept unmapping the models (the runs are not trivially empty).
     let before = |m: &str| rows.iter().find(|r| r["metric"] == m).unwrap()["simulated"]["before"].as_f64().unwrap();
     assert!(before("tlb_shootdown_irqs") > 0.0 && before("pages_demoted") > 0.0 && before("runtime_s") > 0.0);
-    // Direction with LUF on (v10 and v12): fewer tlb:tlb_flush events and shootdown IRQs, and
-    // allocation-side flush time only where LUF runs. Runtime is not asserted: at this scale v12
-    // is slower (docs/luf.md, Reproduction).
+    // Allocation-side flush time only where LUF runs. The direction of the flush rows is not
+    // asserted: at this scale, with reads sleeping on a shared block device (block/mod.rs),
+    // v10's allocation flushes each cover about two folds and go to every CPU of the global
+    // batch, so tlb_flush events and IRQs rise (docs/luf.md, Reproduction); on
+    // scenarios/llm-inference.toml they fall by more than 90% (tests/luf.rs).
     let sim = |m: &str, k: &str| rows.iter().find(|r| r["metric"] == m).unwrap()["simulated"][k].as_f64().unwrap();
-    for m in ["tlb_flush_events", "tlb_shootdown_irqs"] {
-        for k in ["after", "after_v12"] {
-            assert!(sim(m, k) < sim(m, "before"), "{m}: {k} {} vs before {}", sim(m, k), sim(m, "before"));
-        }
-    }
     assert_eq!(sim("luf_alloc_flush_s", "before"), 0.0);
     assert!(sim("luf_alloc_flush_s", "after") > 0.0 && sim("luf_alloc_flush_s", "after_v12") > 0.0);
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);

@@ -79,7 +79,9 @@ impl Sim {
             self.kfn_exit(cpu);
         } else {
             self.vmstat.count(VmEvent::PGPGIN);
-            self.charge_sys(cpu, self.p.page_alloc_ns + self.p.block_read_ns);
+            self.charge_sys(cpu, self.p.page_alloc_ns);
+            let io = self.submit_read(cpu, crate::block::Dev::File, 1);
+            self.io_wait(cpu, io);
         }
         Ok(pfn)
     }

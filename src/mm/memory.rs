@@ -191,7 +191,8 @@ impl Sim {
         self.vmstat.count(VmEvent::PGMAJFAULT);
         self.vmstat.count(VmEvent::PSWPIN);
         self.mark("swap in");
-        self.charge_sys(cpu, self.p.block_read_ns);
+        let io = self.submit_read(cpu, crate::block::Dev::Swap, 1);
+        self.io_wait(cpu, io);
         let exclusive = self.swap.map[slot as usize] == 1;
         // The PTE may only be replaced if it still holds this swap entry (pte_same()).
         if self.mm(mm).pgtable.get(vpn) != pte {

@@ -6,10 +6,10 @@
 //!
 //! Departures: the state is per file (struct file's `f_ra` in Linux, one per open; every
 //! workload here opens a file once per process or shares it); no VM_SEQ_READ / VM_RAND_READ
-//! (madvise hints are not in the op language); no large folios (order 0); one I/O per window
-//! costs `cost.block_read_4k_ns` plus the transfer of each further page at
-//! `cost.block_read_bytes_per_ns`, with no queueing between windows on the device; waiting for
-//! I/O counts as system time, as single-page reads always have here.
+//! (madvise hints are not in the op language); no large folios (order 0); one I/O per window,
+//! queued on the file device (block/mod.rs: latency `cost.block_read_4k_ns`, bandwidth
+//! `cost.block_read_bytes_per_ns` shared by every reader); a fault that needs the data sleeps
+//! until the read completes.
 
 use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
@@ -150,8 +150,9 @@ impl Sim {
             let now = self.cpus[cpu.0 as usize].clock;
             let io = self.read_pages_ns(cpu, file, &read);
             if want.is_some() {
-                // The faulting task waits for the whole I/O (folio_wait_locked on its page).
-                self.charge_sys(cpu, io);
+                // The faulting task sleeps until the whole I/O completes (folio_wait_locked on
+                // its page).
+                self.io_wait(cpu, io);
             } else {
                 let w = &mut self.files[file.0 as usize].ra.inflight;
                 w[0] = w[1];
@@ -173,7 +174,7 @@ impl Sim {
             return 0.0;
         }
         self.vmstat.add(VmEvent::PGPGIN, pfns.len() as u64);
-        self.p.block_read_ns + (pfns.len() - 1) as f64 * 4096.0 / self.p.block_read_bytes_per_ns
+        self.submit_read(cpu, crate::block::Dev::File, pfns.len() as u64)
     }
 
     /// A fault found `pgoff` cached: wait if its readahead I/O has not completed.
@@ -181,7 +182,7 @@ impl Sim {
         let now = self.cpus[cpu.0 as usize].clock;
         let ready = self.files[file.0 as usize].ra.inflight.iter().filter(|w| pgoff >= w.0 && pgoff < w.1).map(|w| w.2).max().unwrap_or(0);
         if now < ready {
-            self.charge_sys(cpu, (ready - now) as f64);
+            self.io_wait(cpu, (ready - now) as f64);
         }
     }
 
