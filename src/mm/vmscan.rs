@@ -12,8 +12,11 @@
 //!
 //! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
 //! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg, no
-//! workingset refault detection, one zone per node; scan balance is fixed (file only, inactive
-//! refilled from active when the inactive list is smaller, as inactive_is_low()).
+//! workingset refault detection, one zone per node; scan balance is fixed: each list is scanned
+//! in proportion to its size (size >> priority; the file list with a floor of SWAP_CLUSTER_MAX,
+//! the anon list without one, as get_scan_count() does), without swappiness's anon/file cost
+//! balance or cache_trim_mode; inactive refilled from active when the inactive list is smaller
+//! (as inactive_is_low()).
 
 use crate::check::Inject;
 use crate::kernel::locking::{LockId, Mode};
@@ -575,22 +578,26 @@ impl Sim {
         // shrink_inactive_list() starts with lru_add_drain() of this CPU.
         self.lru_add_drain(cpu);
         let mut reclaimed = 0;
-        // get_scan_count(): file always; anon only with free swap (vm.swappiness's balance is
-        // not modelled: both are scanned at the same priority).
+        // get_scan_count(): file always; anon only with free swap or a demotion target
+        // (vm.swappiness's balance is not modelled: both are scanned at the same priority).
         let mut lists = vec![(Lru::InactiveFile, Lru::ActiveFile)];
         // can_reclaim_anon_pages(): free swap, or a demotion target (mm/vmscan_demote.rs).
         if self.swap.nr_free() > 0 || self.can_demote(node as u32) {
             lists.push((Lru::InactiveAnon, Lru::ActiveAnon));
         }
         for (inactive_lru, active_lru) in lists {
+            // get_scan_count() scans each list in proportion to its size (size >> priority), with
+            // no floor: a small anon list is scanned little, as Linux does. The file list keeps
+            // a floor of SWAP_CLUSTER_MAX here (a departure kept from before).
+            let floor = if inactive_lru == Lru::InactiveAnon { 0 } else { SWAP_CLUSTER_MAX };
             if inactive_lru == Lru::InactiveAnon {
                 let (ia, aa) = (self.nodes[node].lru.lists[inactive_lru as usize].len, self.nodes[node].lru.lists[active_lru as usize].len);
-                if ia < aa {
-                    let n = ((aa >> priority) as usize).max(SWAP_CLUSTER_MAX);
+                let n = (aa >> priority) as usize;
+                if ia < aa && n > 0 {
                     self.shrink_active_list(cpu, node, active_lru, n);
                 }
             }
-            let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(SWAP_CLUSTER_MAX);
+            let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(floor);
             while to_scan > 0 && reclaimed < nr_to_reclaim {
                 // shrink_inactive_list()
                 if !kswapd && self.too_many_isolated(node, inactive_lru) {
