@@ -109,6 +109,8 @@ struct Deferred {
 #[derive(Clone, Debug)]
 pub struct Latr {
     pub mprotect: bool,
+    /// kernel.latr_migrate_unmap: the misuse switch (lazy `try_to_migrate()` flush).
+    pub migrate_unmap: bool,
     post_ns: f64,
     tick_ns: Ns,
     queues: Vec<Vec<Entry>>,
@@ -128,6 +130,7 @@ impl Latr {
         }
         Some(Box::new(Latr {
             mprotect: c.bool("kernel.latr_mprotect"),
+            migrate_unmap: c.bool("kernel.latr_migrate_unmap"),
             post_ns: c.float("cost.latr_post_ns"),
             tick_ns: 1_000_000_000 / c.int("kernel.hz") as u64,
             queues: vec![Vec::new(); ncpus],
@@ -397,5 +400,41 @@ impl Sim {
             l.stats.numa_migrations += 1;
             self.mark("latr migration of a lazily hinted folio");
         }
+    }
+
+    /// `kernel.latr_migrate_unmap` (a misuse switch, not the paper's design): instead of
+    /// `try_to_unmap_flush()`, `migrate_pages_batch()` flushes locally and posts one lazy entry
+    /// per other CPU of every mm it unmapped from. Returns false (nothing done) unless the
+    /// switch is on and the batch has a flush to do. The caller then copies and maps the new
+    /// frame at once: a CPU whose entry is still pending can write the old frame after the copy.
+    pub fn latr_migrate_unmap_flush(&mut self, cpu: CpuId, b: &mut crate::mm::rmap::TlbUnmapBatch, mms: &[MmId]) -> bool {
+        if !self.latr.as_ref().is_some_and(|l| l.migrate_unmap) || !b.flush_required {
+            return false;
+        }
+        let mut done: Vec<MmId> = Vec::new();
+        let mut release = 0;
+        for &mm in mms {
+            if !done.contains(&mm) {
+                done.push(mm);
+                release = release.max(self.latr_flush_tlb_mm_range(cpu, mm, 0, FLUSH_ALL, PAGE_SHIFT, false));
+            }
+        }
+        // The sources are held until the last entry of every mm's flush is applied.
+        self.latr.as_mut().expect("latr on").last_release = release;
+        b.cpumask.clear_all();
+        b.flush_required = false;
+        b.writable = false;
+        self.mark("latr lazy migration unmap (misuse)");
+        true
+    }
+
+    /// With `kernel.latr_migrate_unmap`: hold the migrated source folio until every entry of the
+    /// batch's lazy flush is applied (as LATR holds a munmap's pages). True if held.
+    pub fn latr_hold_migrated_source(&mut self, cpu: CpuId, src: Pfn) -> bool {
+        if !self.latr.as_ref().is_some_and(|l| l.migrate_unmap) {
+            return false;
+        }
+        self.latr_defer_free(cpu, vec![src]);
+        true
     }
 }
