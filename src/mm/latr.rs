@@ -408,7 +408,12 @@ impl Sim {
     /// switch is on and the batch has a flush to do. The caller then copies and maps the new
     /// frame at once: a CPU whose entry is still pending can write the old frame after the copy.
     pub fn latr_migrate_unmap_flush(&mut self, cpu: CpuId, b: &mut crate::mm::rmap::TlbUnmapBatch, mms: &[MmId]) -> bool {
-        if !self.latr.as_ref().is_some_and(|l| l.migrate_unmap) || !b.flush_required {
+        if !self.latr.as_ref().is_some_and(|l| l.migrate_unmap) {
+            return false;
+        }
+        if !b.flush_required {
+            // Nothing cached anywhere: the sources need not wait.
+            self.latr.as_mut().expect("latr on").last_release = 0;
             return false;
         }
         let mut done: Vec<MmId> = Vec::new();

@@ -189,7 +189,7 @@ impl Sim {
         // deferred to their next allocation instead (mm/luf.rs).
         let flushed = batch.luf_flushed_mask();
         // kernel.latr_migrate_unmap, a misuse switch (mm/latr.rs): the flush posted lazily.
-        let mms: Vec<MmId> = if self.latr.is_some() { moving.iter().flat_map(|m| m.2.iter().map(|p| p.0)).collect() } else { Vec::new() };
+        let mms: Vec<MmId> = if self.latr.as_ref().is_some_and(|l| l.migrate_unmap) { moving.iter().flat_map(|m| m.2.iter().map(|p| p.0)).collect() } else { Vec::new() };
         if !self.latr_migrate_unmap_flush(cpu, &mut batch, &mms) {
             self.try_to_unmap_flush(cpu, &mut batch);
         }
