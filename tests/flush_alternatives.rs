@@ -149,9 +149,72 @@ fn reproduce_flush_alternatives_table() {
         assert!(r.flush_cpu_ms.unwrap() < ipi.flush_cpu_ms.unwrap(), "{m}: {:?} vs {:?}", r.flush_cpu_ms, ipi.flush_cpu_ms);
         assert!(r.shootdown_irqs.unwrap() < ipi.shootdown_irqs.unwrap());
     }
+    // The NUMA run under LATR: the scanner's flushes are lazy (mm/latr.rs), none is left.
+    assert_eq!(row("numa-hint-faults", "latr").shootdown_irqs, Some(0));
+    assert!(row("numa-hint-faults", "ipi (linux-6.18)").shootdown_irqs.unwrap() > 0);
+    assert!(row("numa-hint-faults", "latr").counters.contains("migrations of lazily hinted folios"));
     // Seed 002's batching is what saves flushes on its own workload.
     assert!(row("lru-file-mmap-read", "ipi, batched unmap flush off (seed 002 off)").remote_flush_requests > row("lru-file-mmap-read", "ipi (linux-6.18)").remote_flush_requests);
     let luf = out.rows.iter().find(|r| r.workload.starts_with("LUF")).expect("LUF row");
     assert!(luf.flush_cpu_ms.is_none() && luf.note.contains("not yet available"));
     assert!(mmsim::reproduce::flush_alternatives::plot_svg(&out).unwrap().contains("<svg"));
+}
+
+fn numa_run(extra: &[&str]) -> Report {
+    let cfg = mmsim::config::load(std::path::Path::new("scenarios/numa-hint-faults.toml"), &sets(extra)).expect("scenario loads");
+    mmsim::api::simulate(&cfg, |_| {}).expect("runs").0
+}
+
+/// LATR's lazy migration (mm/latr.rs, the paper's CONFIG_LAZY_MIGRATION): the NUMA scanner's
+/// PROT_NONE change and its invalidation wait for the next tick, so the hinting sends no
+/// shootdown, and the hint faults that follow still migrate the buffer.
+#[test]
+fn latr_numa_hinting_is_lazy_and_the_pages_still_migrate() {
+    let base = numa_run(&[]);
+    let r = numa_run(&["kernel.flush_policy=\"latr\""]);
+    let l = r.flush_alt.as_ref().and_then(|f| f.latr.clone()).expect("latr stats");
+    assert!(shootdowns(&base) > 0, "the IPI baseline shoots down the scanner's PROT_NONE changes");
+    assert_eq!(shootdowns(&r), 0, "{}", r.flush_alt.as_ref().unwrap().summary);
+    assert!(l.numa_scans_posted > 0 && l.numa_scans_applied > 0 && l.numa_ptes_hinted > 0, "{l:?}");
+    assert_eq!(l.posted, l.applied_tick + l.applied_switch, "every entry applied by the end");
+    assert!(r.counters["numa_pages_migrated"] > 0);
+    assert_eq!(l.numa_migrations, r.counters["numa_pages_migrated"], "{l:?}");
+    // The scanner's ranges changed at a tick, not when posted: hinting never ran before it.
+    assert!(l.numa_scans_applied <= l.numa_scans_posted);
+}
+
+#[test]
+fn oracle_finds_nothing_with_latr_on_numa_migration() {
+    swarm_marks(&["kernel.flush_policy=\"latr\""], 1..=40, "latr migration of a lazily hinted folio");
+}
+
+/// Thread 0 (cpu0, node 0) fills `buf`; thread 1 (cpu1) writes it (caching writable entries)
+/// and keeps spinning; thread 0 migrates `buf` to node 1 with move_pages; thread 1 writes again.
+fn migrate_race(extra: &[&str]) -> Vec<mmsim::check::Violation> {
+    let origin = Origin { file: "<test>".into(), line: 1 };
+    let t0 = "mmap buf 16\ntouch buf write\nsleep 50us\nmigrate buf 1\nsleep 500us\n";
+    // A spin, not a sleep: a sleep context-switches, which applies LATR's entries.
+    let t1 = "sleep 20us\ntouch buf write\nspin 100us\ntouch buf write\nsleep 500us\n";
+    let threads = vec![
+        ThreadSpec { process: 0, cpu: Some(0), ops: t0.into(), ops_origin: origin.clone() },
+        ThreadSpec { process: 0, cpu: Some(1), ops: t1.into(), ops_origin: origin.clone() },
+    ];
+    let mut s = sets(&["machine.cpus=2", "machine.nodes=2", "run.max_sim_ms=50"]);
+    s.extend(sets(extra));
+    let cfg = Config::with_threads(&s, threads).expect("valid");
+    let mut sim = Sim::build(&cfg).expect("builds");
+    sim.enable_oracle();
+    sim.run(|_| {});
+    assert!(sim.vmstat.get(mmsim::mm::vmstat::VmEvent::PGMIGRATE_SUCCESS) > 0, "the pages moved");
+    sim.oracle.take().unwrap().violations
+}
+
+/// What LATR does not do, and why: a lazy flush for migrate_pages_batch()'s own unmap, with the
+/// copy and the new mapping at once, lets cpu0 write the source after it was copied.
+#[test]
+fn latr_on_the_migration_unmap_is_reported_as_a_lost_write() {
+    assert!(migrate_race(&[]).is_empty());
+    assert!(migrate_race(&["kernel.flush_policy=\"latr\""]).is_empty());
+    let v = migrate_race(&["kernel.flush_policy=\"latr\"", "kernel.latr_migrate_unmap=true"]);
+    assert!(v.iter().any(|v| v.class == Class::LostWrite), "{:?}", v.iter().map(|v| (v.class, &v.detail)).collect::<Vec<_>>());
 }

@@ -15,6 +15,9 @@ use super::{Inject, Violation};
 /// Seeds handed to the thread pool at a time.
 const CHUNK: usize = 64;
 
+/// The coverage mark of a NUMA migration on LATR's path (mm/latr.rs).
+const LATR_MIGRATION_MARK: &str = "latr migration of a lazily hinted folio";
+
 /// What one seed found.
 #[derive(Debug)]
 pub struct SeedResult {
@@ -354,6 +357,8 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
     let t0 = std::time::Instant::now();
     let mut out = JsonOut { seeds_run: 0, violations: Vec::new() };
     let mut marks: BTreeMap<&'static str, u64> = BTreeMap::new();
+    // LATR (mm/latr.rs): seeds in which a lazily hinted folio was migrated.
+    let mut latr_migration_seeds = 0u64;
     let (mut luf_reads, mut luf_hist) = (0u64, [0u64; 32]);
     let mut found = None;
     let bar = indicatif::ProgressBar::new(list.len() as u64);
@@ -371,6 +376,7 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
             for (k, v) in &r.marks {
                 *marks.entry(k).or_insert(0) += v;
             }
+            latr_migration_seeds += r.marks.contains_key(LATR_MIGRATION_MARK) as u64;
             luf_reads += r.luf_stale_reads;
             for (a, b) in luf_hist.iter_mut().zip(r.luf_window_hist) {
                 *a += b;
@@ -418,6 +424,9 @@ pub fn cli_sets(seeds: u64, seed: Option<u64>, inject: Option<String>, json: Opt
             println!("coverage marks (times reached over all seeds):");
             for (k, v) in &marks {
                 println!("  {k:<28} {v}");
+            }
+            if latr_migration_seeds > 0 {
+                println!("LATR migration (lazily hinted folios migrated) in {latr_migration_seeds} of {} seeds", out.seeds_run);
             }
         }
     }

@@ -147,9 +147,15 @@ impl Sim {
             loop {
                 let s = start.max(v.start);
                 let e = ((s + pages as u64).next_multiple_of(512)).min(v.end);
-                let mut tlb = MmuGather::new(mm, false);
-                let n = self.change_pte_range(cpu, &mut tlb, v, s, e, ChangeMode::ProtNuma { target_node });
-                self.tlb_finish_mmu(cpu, tlb);
+                let n = if self.latr.is_some() {
+                    // LATR's lazy migration (mm/latr.rs): PROT_NONE and its flush at the next tick.
+                    self.latr_defer_numa_scan(cpu, mm, s, e, target_node)
+                } else {
+                    let mut tlb = MmuGather::new(mm, false);
+                    let n = self.change_pte_range(cpu, &mut tlb, v, s, e, ChangeMode::ProtNuma { target_node });
+                    self.tlb_finish_mmu(cpu, tlb);
+                    n
+                };
                 if n > 0 {
                     pages -= (e - s) as i64;
                 }

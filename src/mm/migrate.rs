@@ -188,7 +188,11 @@ impl Sim {
         // apply luf mechanism to unmapping during migration") the read-only sources' flush is
         // deferred to their next allocation instead (mm/luf.rs).
         let flushed = batch.luf_flushed_mask();
-        self.try_to_unmap_flush(cpu, &mut batch);
+        // kernel.latr_migrate_unmap, a misuse switch (mm/latr.rs): the flush posted lazily.
+        let mms: Vec<MmId> = if self.latr.as_ref().is_some_and(|l| l.migrate_unmap) { moving.iter().flat_map(|m| m.2.iter().map(|p| p.0)).collect() } else { Vec::new() };
+        if !self.latr_migrate_unmap_flush(cpu, &mut batch, &mms) {
+            self.try_to_unmap_flush(cpu, &mut batch);
+        }
         let luf_tag = flushed.map_or(0, |f| self.luf_fold_batch(cpu, &mut batch, &f));
         // Phase 2, migrate_folio_move(): copy, remap to the new frame, free the old one.
         let ok = moving.len() as u64;
@@ -228,7 +232,9 @@ impl Sim {
             self.lru_add(dst);
             // The source is now only referenced by the migration: drop it.
             self.frame_mut(src).refcount = 1;
-            self.luf_put_folio(cpu, src, if luf { luf_tag } else { 0 });
+            if !self.latr_hold_migrated_source(cpu, src) {
+                self.luf_put_folio(cpu, src, if luf { luf_tag } else { 0 });
+            }
             self.vmstat.count(VmEvent::PGMIGRATE_SUCCESS);
         }
         self.vmstat.add(VmEvent::PGMIGRATE_FAIL, failed);

@@ -91,6 +91,7 @@ impl Sim {
         }
         let migrated = self.migrate_misplaced_folio(cpu, w.pfn, w.target);
         self.numa_assume_inaccessible = None;
+        self.latr_note_numa_migration(migrated);
         let (mut flags, mut nid) = (w.flags, w.nid);
         if migrated {
             flags |= TNF_MIGRATED;

@@ -390,6 +390,9 @@ impl Sim {
         if let Some(l) = &latr {
             mech.push("latr");
             parts.push(format!("LATR lazy flushes {} ({} entries posted, {} applied at a tick, {} at a context switch), {} pages freed late", l.lazy_flushes, l.posted, l.applied_tick, l.applied_switch, l.deferred_pages));
+            if l.numa_scans_posted > 0 {
+                parts.push(format!("LATR lazy NUMA scans {} ({} applied at a tick, {} PTEs hinted), {} migrations of lazily hinted folios", l.numa_scans_posted, l.numa_scans_applied, l.numa_ptes_hinted, l.numa_migrations));
+            }
         }
         if mech.is_empty() {
             return None;
