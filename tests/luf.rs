@@ -67,7 +67,7 @@ swap_mib = 128
 
 [[workload.thread]]
 ops = """
-mmap a 4096
+mmap a 4608
 loop 3
 touch a write
 end
@@ -75,7 +75,7 @@ end
 
 [[workload.thread]]
 ops = """
-mmap b 4096
+mmap b 4608
 loop 3
 touch b write
 end
