@@ -143,7 +143,8 @@ fn injection_sites_are_found() {
 
 /// LUF in the swarm: no violation over the first seeds with either version, and the allowed
 /// stale reads of LUF-freed frames are counted (what the deferral exposes; in the first 300
-/// seeds only seeds 207 and 248 read through a deferred entry before the flush).
+/// seeds only seeds 207 and 248 read through a deferred entry before the flush, before reads slept
+/// on the block device; they are kept in the list).
 #[test]
 fn swarm_is_clean_with_luf() {
     for v in ["v10", "v12"] {
