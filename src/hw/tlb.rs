@@ -336,18 +336,20 @@ impl CpuTlb {
     pub fn lookup_data_after_l1_4k_miss(&mut self, asid: u16, vpn: u64) -> Option<(TlbEntry, Level, bool)> {
         let t4 = tag_4k(asid, vpn);
         let t2 = tag_2m(asid, vpn);
+        // Each set is brought up to date just before it is probed or filled (a set that is
+        // not reached keeps its pending flushes, which changes nothing it would return).
         let ep = &self.ep;
-        self.l1d_4k.sync(t4, ep);
         self.l1d_2m.sync(t2, ep);
-        self.stlb.sync(t4, ep);
-        self.stlb.sync(t2, ep);
         if let Some(e) = self.l1d_2m.lookup(t2) {
             return Some((*e, Level::L1, true));
         }
+        self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
+            self.l1d_4k.sync(t4, ep);
             self.l1d_4k.insert(e);
             return Some((e, Level::Stlb, false));
         }
+        self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
             self.l1d_2m.insert(e);
             return Some((e, Level::Stlb, true));
@@ -363,19 +365,19 @@ impl CpuTlb {
         let (l1_4k, l1_2m) = if instr { (&mut self.l1i_4k, &mut self.l1i_2m) } else { (&mut self.l1d_4k, &mut self.l1d_2m) };
         let ep = &self.ep;
         l1_4k.sync(t4, ep);
-        l1_2m.sync(t2, ep);
-        self.stlb.sync(t4, ep);
-        self.stlb.sync(t2, ep);
         if let Some(e) = l1_4k.lookup(t4) {
             return Some((*e, Level::L1, false));
         }
+        l1_2m.sync(t2, ep);
         if let Some(e) = l1_2m.lookup(t2) {
             return Some((*e, Level::L1, true));
         }
+        self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
             l1_4k.insert(e);
             return Some((e, Level::Stlb, false));
         }
+        self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
             l1_2m.insert(e);
             return Some((e, Level::Stlb, true));
