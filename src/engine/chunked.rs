@@ -57,7 +57,9 @@ impl<T> Chunked<T> {
         match self.blocks.back_mut() {
             Some(b) if b.len() < BLOCK => b.push_back(x),
             _ => {
-                let mut b = VecDeque::with_capacity(BLOCK);
+                // Grown as needed rather than room for 64 up front: most calendars (one per
+                // PTE-table lock) hold a few holds at a time (docs/performance.md).
+                let mut b = VecDeque::new();
                 b.push_back(x);
                 self.blocks.push_back(b);
             }
