@@ -20,6 +20,7 @@
 //! the earliest CPU); those steps are ordered before the flush. The interrupt's cost is added to
 //! the target's clock.
 
+pub mod chunked;
 pub mod prng;
 
 use std::cmp::Reverse;

@@ -15,6 +15,14 @@
 //! Departure from hardware: lookups probe the 4 KiB and 2 MiB L1 arrays in turn rather than in
 //! parallel, the STLB is one shared array with the page size in the tag (as on Skylake), and
 //! replacement is true LRU (real TLBs use pseudo-LRU).
+//!
+//! Whole-context flushes are lazy (a simulator device, not hardware behaviour): `flush_asid`
+//! and `flush_all` record a flush epoch in O(1) ([`FlushEpochs`]) and a set is brought up to
+//! date (its stale ways marked INVALID, exactly as the eager flush would have) the next time
+//! anything looks at it. Every lookup, fill, replacement and listing therefore sees what an
+//! eager flush would have left; the proptest `lazy_flushes_match_eager_ones` checks this
+//! against the eager model (`tlb_eager.rs`) on random operation sequences, across the wrap of
+//! the epoch counter.
 
 use crate::types::Pfn;
 
@@ -51,6 +59,26 @@ pub fn tag_asid(tag: u64) -> u16 {
     (tag >> 40) as u16
 }
 
+/// The whole-context flushes of one CPU's TLBs, by epoch (the number of such flushes so far).
+/// A way is stale when a flush of its ASID (or of everything) came after its set was last
+/// brought up to date (`SetAssoc::checked`): every way of a set was filled at or before that.
+#[derive(Clone, Debug, Default)]
+pub struct FlushEpochs {
+    now: u32,
+    /// Epoch of the last `flush_all`.
+    all: u32,
+    /// Epoch of the last `flush_asid` of each ASID (absent: never).
+    asid: Vec<u32>,
+}
+
+impl FlushEpochs {
+    /// Epoch of the last flush that dropped the entries of `asid`.
+    #[inline]
+    fn since(&self, asid: u16) -> u32 {
+        self.all.max(self.asid.get(asid as usize).copied().unwrap_or(0))
+    }
+}
+
 /// One set-associative array with true LRU, kept as a last-use stamp per way (the hit path then
 /// finds its way without data-dependent branches and moves no entries).
 #[derive(Clone, Debug)]
@@ -64,6 +92,9 @@ pub struct SetAssoc {
     tick: u32,
     ways: usize,
     set_mask: u64,
+    /// Per set: the [`FlushEpochs`] epoch at which its ways were last brought up to date.
+    /// Only [`CpuTlb`] flushes lazily; a `SetAssoc` used alone never has pending flushes.
+    checked: Vec<u32>,
 }
 
 impl SetAssoc {
@@ -73,13 +104,53 @@ impl SetAssoc {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1);
         let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
-        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1 }
+        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1, checked: vec![0; sets] }
     }
 
     #[inline]
     fn set(&self, tag: u64) -> usize {
         // Index by the low page-number bits, as hardware does.
         ((tag & self.set_mask) as usize) * self.ways
+    }
+
+    /// Bring the set of `tag` up to date with the flushes in `ep` (see [`FlushEpochs`]).
+    #[inline(always)]
+    fn sync(&mut self, tag: u64, ep: &FlushEpochs) {
+        let s = (tag & self.set_mask) as usize;
+        if self.checked[s] != ep.now {
+            self.sync_set(s, ep);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn sync_set(&mut self, s: usize, ep: &FlushEpochs) {
+        let since = self.checked[s];
+        let base = s * self.ways;
+        for i in base..base + self.ways {
+            let t = self.tags[i];
+            if t != INVALID && ep.since(tag_asid(t)) > since {
+                self.tags[i] = INVALID;
+                self.entries[i].tag = INVALID;
+            }
+        }
+        self.checked[s] = ep.now;
+    }
+
+    /// Bring every set up to date (before the epochs are renumbered).
+    fn sync_all(&mut self, ep: &FlushEpochs) {
+        for s in 0..self.checked.len() {
+            if self.checked[s] != ep.now {
+                self.sync_set(s, ep);
+            }
+        }
+    }
+
+    /// Is way `i` valid, counting the flushes not yet applied to its set?
+    #[inline]
+    fn live(&self, i: usize, ep: &FlushEpochs) -> bool {
+        let t = self.tags[i];
+        t != INVALID && ep.since(tag_asid(t)) <= self.checked[i / self.ways]
     }
 
     /// The next use stamp. On wrap-around (after 2^32 uses of this array) the stamps are
@@ -175,6 +246,11 @@ impl SetAssoc {
     pub fn iter_valid(&self) -> impl Iterator<Item = &TlbEntry> {
         self.entries.iter().filter(|e| e.tag != INVALID)
     }
+
+    /// [`SetAssoc::iter_valid`] counting the flushes of `ep` not yet applied.
+    fn iter_live<'a>(&'a self, ep: &'a FlushEpochs) -> impl Iterator<Item = &'a TlbEntry> {
+        self.entries.iter().enumerate().filter(move |&(i, _)| self.live(i, ep)).map(|(_, e)| e)
+    }
 }
 
 /// Geometry of one CPU's TLBs (from `machine.tlb.*`).
@@ -202,14 +278,16 @@ pub enum Level {
     Stlb,
 }
 
-/// All TLBs of one CPU.
+/// All TLBs of one CPU. The arrays are private: every access goes through a method that
+/// first applies the pending lazy flushes to the sets it touches.
 #[derive(Clone, Debug)]
 pub struct CpuTlb {
-    pub l1d_4k: SetAssoc,
-    pub l1d_2m: SetAssoc,
-    pub l1i_4k: SetAssoc,
-    pub l1i_2m: SetAssoc,
-    pub stlb: SetAssoc,
+    l1d_4k: SetAssoc,
+    l1d_2m: SetAssoc,
+    l1i_4k: SetAssoc,
+    l1i_2m: SetAssoc,
+    stlb: SetAssoc,
+    ep: FlushEpochs,
 }
 
 impl CpuTlb {
@@ -220,6 +298,7 @@ impl CpuTlb {
             l1i_4k: SetAssoc::new(g.l1i_4k.0, g.l1i_4k.1),
             l1i_2m: SetAssoc::new(g.l1i_2m.0, g.l1i_2m.1),
             stlb: SetAssoc::new(g.stlb.0, g.stlb.1),
+            ep: FlushEpochs::default(),
         }
     }
 
@@ -229,6 +308,7 @@ impl CpuTlb {
     pub fn hit_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> bool {
         let tag = tag_4k(asid, vpn);
         let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        self.l1d_4k.sync(tag, &self.ep);
         match self.l1d_4k.probe(tag) {
             Some(i) => self.l1d_4k.entries[i].flags & need == need,
             None => false,
@@ -242,6 +322,7 @@ impl CpuTlb {
     pub fn probe_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> L1dProbe {
         let tag = tag_4k(asid, vpn);
         let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        self.l1d_4k.sync(tag, &self.ep);
         match self.l1d_4k.probe(tag) {
             Some(i) if self.l1d_4k.entries[i].flags & need == need => L1dProbe::Hit,
             Some(_) => L1dProbe::Slow,
@@ -255,13 +336,20 @@ impl CpuTlb {
     pub fn lookup_data_after_l1_4k_miss(&mut self, asid: u16, vpn: u64) -> Option<(TlbEntry, Level, bool)> {
         let t4 = tag_4k(asid, vpn);
         let t2 = tag_2m(asid, vpn);
+        // Each set is brought up to date just before it is probed or filled (a set that is
+        // not reached keeps its pending flushes, which changes nothing it would return).
+        let ep = &self.ep;
+        self.l1d_2m.sync(t2, ep);
         if let Some(e) = self.l1d_2m.lookup(t2) {
             return Some((*e, Level::L1, true));
         }
+        self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
+            self.l1d_4k.sync(t4, ep);
             self.l1d_4k.insert(e);
             return Some((e, Level::Stlb, false));
         }
+        self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
             self.l1d_2m.insert(e);
             return Some((e, Level::Stlb, true));
@@ -275,16 +363,21 @@ impl CpuTlb {
         let t4 = tag_4k(asid, vpn);
         let t2 = tag_2m(asid, vpn);
         let (l1_4k, l1_2m) = if instr { (&mut self.l1i_4k, &mut self.l1i_2m) } else { (&mut self.l1d_4k, &mut self.l1d_2m) };
+        let ep = &self.ep;
+        l1_4k.sync(t4, ep);
         if let Some(e) = l1_4k.lookup(t4) {
             return Some((*e, Level::L1, false));
         }
+        l1_2m.sync(t2, ep);
         if let Some(e) = l1_2m.lookup(t2) {
             return Some((*e, Level::L1, true));
         }
+        self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
             l1_4k.insert(e);
             return Some((e, Level::Stlb, false));
         }
+        self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
             l1_2m.insert(e);
             return Some((e, Level::Stlb, true));
@@ -302,22 +395,22 @@ impl CpuTlb {
             (true, false) => &mut self.l1i_4k,
             (true, true) => &mut self.l1i_2m,
         };
+        l1.sync(tag, &self.ep);
         l1.insert(e);
+        self.stlb.sync(tag, &self.ep);
         self.stlb.insert(e);
     }
 
     /// Set the cached dirty bit after the hardware re-walk that set the PTE's dirty bit.
     pub fn set_dirty(&mut self, asid: u16, vpn: u64, huge: bool) {
         let tag = if huge { tag_2m(asid, vpn) } else { tag_4k(asid, vpn) };
-        for a in self.arrays_mut() {
+        let ep = &self.ep;
+        for a in [&mut self.l1d_4k, &mut self.l1d_2m, &mut self.l1i_4k, &mut self.l1i_2m, &mut self.stlb] {
+            a.sync(tag, ep);
             if let Some(e) = a.lookup(tag) {
                 e.flags |= F_DIRTY | F_WRITE;
             }
         }
-    }
-
-    fn arrays_mut(&mut self) -> [&mut SetAssoc; 5] {
-        [&mut self.l1d_4k, &mut self.l1d_2m, &mut self.l1i_4k, &mut self.l1i_2m, &mut self.stlb]
     }
 
     /// INVLPG: drop the translation of one page (4 KiB or the 2 MiB page containing it).
@@ -326,6 +419,13 @@ impl CpuTlb {
         // The L1 arrays hold one page size each (`fill` and the STLB refill in `lookup` put a
         // 4 KiB tag only in a 4 KiB array, a 2 MiB tag only in a 2 MiB one); the STLB holds
         // both. Probing only where a tag can be drops the same entries in 6 probes, not 10.
+        let ep = &self.ep;
+        self.l1d_4k.sync(t4, ep);
+        self.l1i_4k.sync(t4, ep);
+        self.l1d_2m.sync(t2, ep);
+        self.l1i_2m.sync(t2, ep);
+        self.stlb.sync(t4, ep);
+        self.stlb.sync(t2, ep);
         self.l1d_4k.invalidate(t4);
         self.l1i_4k.invalidate(t4);
         self.l1d_2m.invalidate(t2);
@@ -335,29 +435,190 @@ impl CpuTlb {
     }
 
     /// Drop every translation of one ASID (a CR3 write without NOFLUSH, or INVPCID single-context).
-    pub fn flush_asid(&mut self, asid: u16) -> usize {
-        self.arrays_mut().into_iter().map(|a| a.invalidate_where(|e| tag_asid(e.tag) == asid)).sum()
+    /// O(1): the entries become invalid for every later lookup, fill and listing (module doc).
+    /// Unlike the eager walk it replaced, it does not count the entries dropped (no caller used
+    /// the count).
+    pub fn flush_asid(&mut self, asid: u16) {
+        let e = self.next_epoch();
+        let a = asid as usize;
+        if self.ep.asid.len() <= a {
+            self.ep.asid.resize(a + 1, 0);
+        }
+        self.ep.asid[a] = e;
     }
 
-    /// Drop everything (no global user entries are modelled).
-    pub fn flush_all(&mut self) -> usize {
-        self.arrays_mut().into_iter().map(|a| a.invalidate_where(|_| true)).sum()
+    /// Drop everything (no global user entries are modelled). O(1), as `flush_asid`.
+    pub fn flush_all(&mut self) {
+        self.ep.all = self.next_epoch();
+    }
+
+    /// The epoch of a new whole-context flush. When the counter would wrap, every set is
+    /// first brought up to date and the epochs start again from 0, so no comparison ever sees
+    /// a wrapped value.
+    fn next_epoch(&mut self) -> u32 {
+        if self.ep.now == u32::MAX {
+            let ep = &self.ep;
+            for a in [&mut self.l1d_4k, &mut self.l1d_2m, &mut self.l1i_4k, &mut self.l1i_2m, &mut self.stlb] {
+                a.sync_all(ep);
+                a.checked.fill(0);
+            }
+            self.ep = FlushEpochs { asid: vec![0; self.ep.asid.len()], ..FlushEpochs::default() };
+        }
+        self.ep.now += 1;
+        self.ep.now
     }
 
     /// Every valid entry (for checkers): (tag, entry).
     pub fn entries(&self) -> impl Iterator<Item = &TlbEntry> {
+        let ep = &self.ep;
         self.l1d_4k
-            .iter_valid()
-            .chain(self.l1d_2m.iter_valid())
-            .chain(self.l1i_4k.iter_valid())
-            .chain(self.l1i_2m.iter_valid())
-            .chain(self.stlb.iter_valid())
+            .iter_live(ep)
+            .chain(self.l1d_2m.iter_live(ep))
+            .chain(self.l1i_4k.iter_live(ep))
+            .chain(self.l1i_2m.iter_live(ep))
+            .chain(self.stlb.iter_live(ep))
+    }
+}
+
+#[cfg(test)]
+#[path = "tlb_eager.rs"]
+mod eager;
+
+#[cfg(test)]
+impl CpuTlb {
+    /// Every way of every array in order: the entry if live, and its LRU stamp (as
+    /// `eager::CpuTlb::dump`).
+    fn dump(&self) -> Vec<(Option<TlbEntry>, u32)> {
+        let ep = &self.ep;
+        [&self.l1d_4k, &self.l1d_2m, &self.l1i_4k, &self.l1i_2m, &self.stlb]
+            .iter()
+            .flat_map(|a| (0..a.tags.len()).map(move |i| (a.live(i, ep).then_some(a.entries[i]), a.stamp[i])))
+            .collect()
+    }
+
+    /// Start the flush epochs at `n` (as if `n` flushes had been applied everywhere), to
+    /// reach the counter's wrap-around in a test.
+    fn start_epochs_at(&mut self, n: u32) {
+        self.ep = FlushEpochs { now: n, all: n, asid: Vec::new() };
+        for a in [&mut self.l1d_4k, &mut self.l1d_2m, &mut self.l1i_4k, &mut self.l1i_2m, &mut self.stlb] {
+            a.checked.fill(n);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Fill { asid: u16, vpn: u64, huge: bool, pfn: u32, flags: u8, instr: bool },
+        Lookup { asid: u16, vpn: u64, instr: bool },
+        HitL1d { asid: u16, vpn: u64, write: bool },
+        ProbeL1d { asid: u16, vpn: u64, write: bool },
+        AfterL1Miss { asid: u16, vpn: u64 },
+        SetDirty { asid: u16, vpn: u64, huge: bool },
+        FlushOne { asid: u16, vpn: u64 },
+        FlushAsid { asid: u16 },
+        FlushAll,
+        Entries,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Few ASIDs (one of them a global-ASID-sized number) and few pages, so that sets
+        // collide, entries are evicted and flushes find something to drop.
+        let asid = prop_oneof![0u16..4, Just(2047u16)];
+        let vpn = prop_oneof![0u64..48, (0u64..4).prop_map(|h| h * 512 + 7)];
+        prop_oneof![
+            6 => (asid.clone(), vpn.clone(), any::<bool>(), 0u32..1000, 0u8..4, any::<bool>())
+                .prop_map(|(asid, vpn, huge, pfn, flags, instr)| Op::Fill { asid, vpn, huge, pfn, flags, instr }),
+            4 => (asid.clone(), vpn.clone(), any::<bool>()).prop_map(|(asid, vpn, instr)| Op::Lookup { asid, vpn, instr }),
+            2 => (asid.clone(), vpn.clone(), any::<bool>()).prop_map(|(asid, vpn, write)| Op::HitL1d { asid, vpn, write }),
+            2 => (asid.clone(), vpn.clone(), any::<bool>()).prop_map(|(asid, vpn, write)| Op::ProbeL1d { asid, vpn, write }),
+            2 => (asid.clone(), vpn.clone()).prop_map(|(asid, vpn)| Op::AfterL1Miss { asid, vpn }),
+            1 => (asid.clone(), vpn.clone(), any::<bool>()).prop_map(|(asid, vpn, huge)| Op::SetDirty { asid, vpn, huge }),
+            1 => (asid.clone(), vpn.clone()).prop_map(|(asid, vpn)| Op::FlushOne { asid, vpn }),
+            2 => asid.prop_map(|asid| Op::FlushAsid { asid }),
+            1 => Just(Op::FlushAll),
+            1 => Just(Op::Entries),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+        /// Lazy whole-context flushes are indistinguishable from the eager ones they replaced:
+        /// the same result from every operation and, after each, the same entry (or none) and
+        /// LRU stamp in every way of every array. Starting the epochs just below `u32::MAX`
+        /// takes half the cases through the counter's wrap-around.
+        #[test]
+        fn lazy_flushes_match_eager_ones(ops in proptest::collection::vec(op(), 1..300), near_wrap in any::<bool>(), back in 0u32..8) {
+            let g = TlbGeometry { l1d_4k: (8, 4), l1d_2m: (4, 2), l1i_4k: (8, 2), l1i_2m: (2, 2), stlb: (32, 4) };
+            let mut lazy = CpuTlb::new(&g);
+            let mut eager = eager::CpuTlb::new(&g);
+            if near_wrap {
+                lazy.start_epochs_at(u32::MAX - back);
+            }
+            for (k, op) in ops.iter().enumerate() {
+                match *op {
+                    Op::Fill { asid, vpn, huge, pfn, flags, instr } => {
+                        lazy.fill(asid, vpn, huge, Pfn(pfn), flags, instr);
+                        eager.fill(asid, vpn, huge, Pfn(pfn), flags, instr);
+                    }
+                    Op::Lookup { asid, vpn, instr } => prop_assert_eq!(lazy.lookup(asid, vpn, instr), eager.lookup(asid, vpn, instr)),
+                    Op::HitL1d { asid, vpn, write } => prop_assert_eq!(lazy.hit_l1d(asid, vpn, write), eager.hit_l1d(asid, vpn, write)),
+                    Op::ProbeL1d { asid, vpn, write } => prop_assert_eq!(lazy.probe_l1d(asid, vpn, write), eager.probe_l1d(asid, vpn, write)),
+                    Op::AfterL1Miss { asid, vpn } => {
+                        // Only called after an L1 4 KiB miss, as `Sim::access_slow_from` does.
+                        if lazy.probe_l1d(asid, vpn, false) == L1dProbe::Miss {
+                            prop_assert_eq!(eager.probe_l1d(asid, vpn, false), L1dProbe::Miss);
+                            prop_assert_eq!(lazy.lookup_data_after_l1_4k_miss(asid, vpn), eager.lookup_data_after_l1_4k_miss(asid, vpn));
+                        } else {
+                            prop_assert_ne!(eager.probe_l1d(asid, vpn, false), L1dProbe::Miss);
+                        }
+                    }
+                    Op::SetDirty { asid, vpn, huge } => {
+                        lazy.set_dirty(asid, vpn, huge);
+                        eager.set_dirty(asid, vpn, huge);
+                    }
+                    Op::FlushOne { asid, vpn } => {
+                        lazy.flush_one(asid, vpn);
+                        eager.flush_one(asid, vpn);
+                    }
+                    Op::FlushAsid { asid } => {
+                        lazy.flush_asid(asid);
+                        eager.flush_asid(asid);
+                    }
+                    Op::FlushAll => {
+                        lazy.flush_all();
+                        eager.flush_all();
+                    }
+                    Op::Entries => {
+                        let l: Vec<TlbEntry> = lazy.entries().copied().collect();
+                        let e: Vec<TlbEntry> = eager.entries().copied().collect();
+                        prop_assert_eq!(l, e);
+                    }
+                }
+                prop_assert_eq!(lazy.dump(), eager.dump(), "after op {} {:?}", k, op);
+            }
+        }
+    }
+
+    #[test]
+    fn the_epoch_counter_wraps_without_resurrecting_or_losing_entries() {
+        let g = TlbGeometry { l1d_4k: (8, 4), l1d_2m: (4, 2), l1i_4k: (8, 2), l1i_2m: (2, 2), stlb: (32, 4) };
+        let mut t = CpuTlb::new(&g);
+        t.start_epochs_at(u32::MAX - 1);
+        t.fill(1, 5, false, Pfn(50), 0, false);
+        t.fill(2, 6, false, Pfn(60), 0, false);
+        t.flush_asid(1); // epoch MAX: asid 1's entry is stale, not yet swept
+        t.fill(3, 7, false, Pfn(70), 0, false);
+        t.flush_asid(3); // wraps: everything brought up to date, then epoch 1
+        let left: Vec<_> = t.entries().map(|e| (tag_asid(e.tag), e.pfn)).collect();
+        assert_eq!(left, vec![(2, Pfn(60)), (2, Pfn(60))], "L1 and STLB keep only ASID 2");
+        assert!(t.lookup(1, 5, false).is_none() && t.lookup(3, 7, false).is_none());
+        assert_eq!(t.lookup(2, 6, false).map(|x| x.0.pfn), Some(Pfn(60)));
+    }
 
     #[test]
     fn an_invalidated_way_is_refilled_before_any_valid_one_is_evicted() {
