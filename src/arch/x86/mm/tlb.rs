@@ -405,8 +405,14 @@ impl Sim {
                 }
             }
             let Some(mm) = next else {
-                // init_mm: kernel mappings only (global entries, not modelled).
+                // init_mm: kernel mappings only (global entries, not modelled). Without PCID the
+                // CR3 write drops every non-global entry, so prev's user entries go too; with
+                // PCID they stay under prev's ASID.
                 self.cpus[ci].tlbstate.loaded_mm = None;
+                if !self.p.pcid && prev.is_some() {
+                    self.cpus[ci].tlb.flush_all();
+                    self.charge_sys(cpu, self.p.flush_full_ns);
+                }
                 return;
             };
             let new_cpu = !self.mm(mm).cpumask.test(cpu);
