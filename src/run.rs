@@ -398,7 +398,7 @@ impl Sim {
                     }
                     // Re-read the ASID after kernel work, as `access` does on every call.
                     asid = self.cpus[ci].tlbstate.loaded_mm_asid;
-                    if self.cpus[ci].clock > stop || self.cpus[ci].io_wait_until != 0 {
+                    if self.step_ends(ci, stop) {
                         break;
                     }
                 }
@@ -433,7 +433,7 @@ impl Sim {
             if let Err(e) = r {
                 return self.fault_kill(t, prog, 0, e);
             }
-            if self.cpus[ci].clock > stop || self.cpus[ci].io_wait_until != 0 {
+            if self.step_ends(ci, stop) {
                 break;
             }
         }

@@ -92,6 +92,14 @@ impl Sim {
         (start - now) + pages as f64 * page_xfer + (self.p.block_read_ns - page_xfer).max(0.0)
     }
 
+    /// Whether a workload's batch of accesses on CPU `ci` stops here: its clock passed `stop`
+    /// (the next event elsewhere, or the slice end), or an access started a read to sleep on.
+    #[inline]
+    pub(crate) fn step_ends(&self, ci: usize, stop: Ns) -> bool {
+        let c = &self.cpus[ci];
+        c.clock > stop || c.io_wait_until != 0
+    }
+
     /// Sleep the task running on `cpu` until `ns` from now (`io_schedule()`): the workload's
     /// step ends after the current operation and the task blocks until then.
     pub(crate) fn io_wait(&mut self, cpu: CpuId, ns: f64) {

@@ -189,7 +189,7 @@ impl Sim {
                     }
                 }
             }
-            if self.cpus[ci].clock > stop || self.cpus[ci].io_wait_until != 0 {
+            if self.step_ends(ci, stop) {
                 break;
             }
         }
