@@ -36,6 +36,7 @@ pub mod pg {
     pub const REFERENCED: u16 = 1 << 11; // PG_referenced
     pub const WRITEBACK: u16 = 1 << 12;
     pub const READAHEAD: u16 = 1 << 13; // PG_readahead: a fault here starts the next window
+    pub const WORKINGSET: u16 = 1 << 14; // PG_workingset (4.20+; mm/workingset.rs)
 }
 
 /// struct page / folio (order 0).
@@ -213,11 +214,13 @@ impl CpuMask {
     }
 }
 
-/// A file (inode) with its page cache (address_space): pgoff → frame.
+/// A file (inode) with its page cache (address_space): pgoff → frame or shadow entry.
 #[derive(Clone, Debug)]
 pub struct File {
     pub name: String,
-    pub pages: Vec<Option<Pfn>>,
+    /// The xarray: a folio, a shadow entry left by reclaim (mm/workingset.rs) or nothing per
+    /// pgoff. Read it with `File::page()`.
+    pub pages: Vec<crate::mm::workingset::Slot>,
     /// i_mmap: (mm, vma start) of every VMA mapping this file.
     pub i_mmap: Vec<(MmId, u64)>,
     /// All holes: reads need no I/O.
@@ -341,6 +344,8 @@ pub struct Params {
     pub block_read_bytes_per_ns: f64,
     /// vm read_ahead_kb / 4: the readahead window's maximum in pages (0 = off).
     pub read_ahead_pages: u64,
+    /// The preset's kernel version (major, minor), for behaviour that changed between versions.
+    pub kver: (u32, u32),
     /// `access_ns` and `access_ns + stlb_hit_ns` rounded to whole ns for the TLB-hit fast path.
     pub hit_l1_ns: Ns,
     pub hit_stlb_ns: Ns,
@@ -438,6 +443,7 @@ impl Params {
             block_write_ns: c.float("cost.block_write_4k_ns"),
             block_read_bytes_per_ns: c.float("cost.block_read_bytes_per_ns"),
             read_ahead_pages: c.int("vm.read_ahead_kb") as u64 / 4,
+            kver: crate::config::presets::version(&preset),
             hit_l1_ns: c.float("cost.access_ns").round() as Ns,
             hit_stlb_ns: (c.float("cost.access_ns") + c.float("cost.stlb_hit_ns")).round() as Ns,
             local_latency_ns: c.float("machine.local_latency_ns"),
@@ -490,6 +496,8 @@ pub struct Sim {
     pub mms: Vec<Option<Mm>>,
     pub tasks: Vec<Task>,
     pub files: Vec<File>,
+    /// `bucket_order` of shadow entries' timestamps (mm/workingset.rs).
+    pub workingset_bucket_order: u32,
     pub anon_vmas: Vec<AnonVma>,
     pub vmstat: VmStat,
     pub events: EventQueue,
@@ -629,6 +637,7 @@ impl Sim {
                 io_wait_until: 0,
             })
             .collect();
+        let workingset_bucket_order = crate::mm::workingset::bucket_order(frames.len() as u64);
         let mut sim = Sim {
             p,
             cfg: cfg.clone(),
@@ -638,6 +647,7 @@ impl Sim {
             mms: Vec::new(),
             tasks: Vec::new(),
             files: Vec::new(),
+            workingset_bucket_order,
             anon_vmas: Vec::new(),
             vmstat: VmStat::default(),
             events: EventQueue::default(),

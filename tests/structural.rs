@@ -178,7 +178,7 @@ fn page_cache_and_rss_and_page_table_counts_are_checked() {
     let mut sim = busy_sim();
     let pfn = mapped_frame(&sim, false, 1);
     let f = sim.frames[pfn.0 as usize];
-    sim.files[f.mapping as usize].pages[f.index as usize] = None;
+    sim.files[f.mapping as usize].pages[f.index as usize] = mmsim::mm::workingset::Slot::Empty;
     assert_reported(&mut sim, "pagecache");
     let mut sim = busy_sim();
     sim.mms[0].as_mut().unwrap().rss_anon += 1;

@@ -365,7 +365,7 @@ impl Sim {
     fn scan_page_cache(&self, seen: &mut [Seen], found: &mut Found) {
         for (fi, file) in self.files.iter().enumerate() {
             for (idx, p) in file.pages.iter().enumerate() {
-                let Some(pfn) = *p else { continue };
+                let Some(pfn) = p.page() else { continue };
                 let Some(f) = self.frames.get(pfn.0 as usize) else {
                     report!(found, "pagecache", Pfn(0), "file {fi} ({}) pgoff {idx:#x} names pfn {pfn}, beyond the last frame", file.name);
                     continue;

@@ -8,6 +8,7 @@ use crate::kernel::locking::{LockId, Mode};
 use crate::kernel::profile::KFn;
 use crate::mm::memory::FaultError;
 use crate::mm::vmstat::VmEvent;
+use crate::mm::workingset::Slot;
 use crate::sim::{pg, File, Sim};
 use crate::types::*;
 
@@ -53,7 +54,7 @@ impl Sim {
         if pgoff >= limit {
             return Err(FaultError::Segv(Box::new(format!("file offset {pgoff} pages is beyond what mmsim's page cache indexes on this machine ({limit} pages)"))));
         }
-        if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+        if let Some(pfn) = self.files[file.0 as usize].page(pgoff) {
             // Found: maybe start the next readahead window, then wait for the page's I/O.
             self.do_async_mmap_readahead(cpu, file, pgoff, pfn);
             self.wait_on_inflight(cpu, file, pgoff);
@@ -102,11 +103,13 @@ impl Sim {
         f.flags |= pg::FILE;
         f.mapping = file.0;
         f.index = pgoff;
-        let pages = &mut self.files[file.0 as usize].pages;
-        if pages.len() <= pgoff as usize {
-            pages.resize(pgoff as usize + 1, None);
+        let shadow = self.files[file.0 as usize].shadow(pgoff);
+        self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
+        if let Some(shadow) = shadow {
+            // filemap_add_folio(): a refault of an evicted folio (mm/workingset.rs), decided
+            // before folio_add_lru() so that an activated folio goes to the active list.
+            self.workingset_refault(pfn, shadow);
         }
-        pages[pgoff as usize] = Some(pfn);
         // filemap_add_folio(): the xarray store under i_pages (xa_lock_irq).
         let work = self.miss_ns(cpu, node);
         self.lock_section(cpu, LockId::IPages(file.0), Mode::Exclusive, work);
@@ -116,7 +119,8 @@ impl Sim {
         Some(pfn)
     }
 
-    /// `__remove_mapping()`: drop a clean, unmapped page from the page cache. The page cache's
+    /// `__remove_mapping()`: drop a clean, unmapped page from the page cache, leaving a shadow
+    /// entry in its slot (`workingset_eviction()`: every caller is reclaim). The page cache's
     /// reference passes to the caller, who frees the frame.
     ///
     /// Under the mapping's i_pages lock with interrupts off (xa_lock_irq; 4.2's tree_lock with
@@ -129,7 +133,8 @@ impl Sim {
         self.lock_section(cpu, LockId::IPages(f.mapping), Mode::Exclusive, work);
         self.charge_sys(cpu, work);
         self.kfn_exit(cpu);
-        self.files[f.mapping as usize].pages[f.index as usize] = None;
+        let shadow = self.workingset_eviction(pfn);
+        self.files[f.mapping as usize].set_slot(f.index, Slot::Shadow(shadow));
         self.frame_mut(pfn).flags &= !pg::FILE;
     }
 
@@ -143,7 +148,7 @@ impl Sim {
                 self.lock_section(cpu, LockId::Luf, Mode::Shared, self.p.pte_update_ns);
                 self.luf_abandon(cpu, crate::mm::luf::Abandon::FileWrite, None, Some(file.0));
             }
-            let cached = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten();
+            let cached = self.files[file.0 as usize].page(pgoff);
             let pfn = match cached {
                 Some(p) => p,
                 None => {
@@ -165,6 +170,29 @@ impl Sim {
             }
         }
         Ok(())
+    }
+
+    /// Page cache that was resident and active before the workload started: `pages` pages of a
+    /// file nobody maps, put straight on node 0's active file list (at most a quarter of the
+    /// node). `mmsim validate` places the host's Active(file) here, since refault activation
+    /// (mm/workingset.rs) compares a refault distance with that list's length. Returns the
+    /// number of pages placed.
+    pub fn seed_active_page_cache(&mut self, pages: u64) -> u64 {
+        let n = pages.min(self.nodes[0].nr_pages as u64 / 4);
+        if n == 0 {
+            return 0;
+        }
+        let file = self.file_get_or_create("<resident page cache>", n);
+        for pgoff in 0..n {
+            let Some(pfn) = self.alloc_pages_node_nocheck(NodeId(0), 0) else { return pgoff };
+            let f = self.frame_mut(pfn);
+            f.flags |= pg::FILE | pg::ACTIVE;
+            f.mapping = file.0;
+            f.index = pgoff;
+            self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
+            self.lru_add(pfn);
+        }
+        n
     }
 
     /// Pages the kernel allocates for itself (a slab cache growing: Matthew Wilcox's LUF case,

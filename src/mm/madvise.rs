@@ -67,6 +67,16 @@ impl Sim {
                         let f = self.frame(pfn);
                         f.flags & pg::ZERO == 0 && f.mapcount == 1
                     });
+                    if self.p.kver >= (6, 6) {
+                        // 6.6+ ("mm: madvise: fix uneven accounting of psi"): an active folio
+                        // leaves the active list as part of the workingset (mm/workingset.rs).
+                        for &pfn in &list {
+                            let f = self.frame_mut(pfn);
+                            if f.flags & pg::ACTIVE != 0 {
+                                f.flags |= pg::WORKINGSET;
+                            }
+                        }
+                    }
                     self.charge_sys(cpu, self.p.pte_update_ns * seen as f64);
                     if !list.is_empty() {
                         self.reclaim_pages(cpu, list);

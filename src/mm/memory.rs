@@ -260,16 +260,22 @@ impl Sim {
         let lo = (vpn & !(FAULT_AROUND_PAGES - 1)).max(vma.start).max(vpn & !511);
         let hi = ((vpn & !(FAULT_AROUND_PAGES - 1)) + FAULT_AROUND_PAGES).min(vma.end).min((vpn | 511) + 1);
         let mut mapped = 0;
+        let mut mmap_hits = 0u32;
         for v in lo..hi {
             if !self.mm(mm).pgtable.get(v).none() {
                 continue;
             }
             let pgoff = vma.pgoff(v);
-            if let Some(pfn) = self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten() {
+            if let Some(pfn) = self.files[file.0 as usize].page(pgoff) {
                 // filemap_map_pages() leaves pages under I/O and PG_readahead markers to a
                 // fault (next_uptodate_folio()).
                 if self.ra_skip_fault_around(cpu, file, pgoff, pfn) {
                     continue;
+                }
+                // 6.10+: a PG_workingset folio (evicted and refaulted) does not count against
+                // mmap_miss, so read-around stops on a file that keeps thrashing.
+                if self.p.kver < (6, 10) || self.frame(pfn).flags & pg::WORKINGSET == 0 {
+                    mmap_hits += 1;
                 }
                 self.map_file_page(mm, v, pfn, false);
                 mapped += 1;
@@ -277,7 +283,7 @@ impl Sim {
         }
         // filemap_map_pages(): pages found cached count against mmap_miss.
         let ra = &mut self.files[file.0 as usize].ra;
-        ra.mmap_miss = ra.mmap_miss.saturating_sub(mapped as u32);
+        ra.mmap_miss = ra.mmap_miss.saturating_sub(mmap_hits);
         self.charge_sys(cpu, self.p.pte_update_ns * mapped as f64);
     }
 

@@ -208,7 +208,7 @@ impl Sim {
             }
             if s.flags & pg::FILE != 0 {
                 // folio_migrate_mapping(): the page cache now points at the new frame.
-                self.files[s.mapping as usize].pages[s.index as usize] = Some(dst);
+                self.files[s.mapping as usize].set_slot(s.index, crate::mm::workingset::Slot::Page(dst));
                 self.frame_mut(src).flags &= !pg::FILE;
             }
             let n = ptes.len() as u32;

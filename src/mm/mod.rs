@@ -22,3 +22,4 @@ pub mod vmacache;
 pub mod vmscan;
 pub mod vmscan_demote;
 pub mod vmstat;
+pub mod workingset;

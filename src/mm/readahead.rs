@@ -90,9 +90,9 @@ impl Sim {
         } else {
             // A marker without valid state (interleaved streams): size the window from the
             // cached run after the marker (page_cache_next_miss), as the kernel does.
-            let pages = &self.files[file.0 as usize].pages;
+            let f = &self.files[file.0 as usize];
             let mut start = pgoff + 1;
-            while start - pgoff <= ra_pages && pages.get(start as usize).copied().flatten().is_some() {
+            while start - pgoff <= ra_pages && f.page(start).is_some() {
                 start += 1;
             }
             if start - pgoff > ra_pages {
@@ -125,7 +125,7 @@ impl Sim {
         // do_page_cache_ra(): nothing past i_size (the faulting page is always inside it).
         let limit = self.page_cache_limit().min(self.files[file.0 as usize].size.max(want.map_or(0, |w| w + 1)));
         for pgoff in start..(start + size).min(limit) {
-            if self.files[file.0 as usize].pages.get(pgoff as usize).copied().flatten().is_some() {
+            if self.files[file.0 as usize].page(pgoff).is_some() {
                 continue;
             }
             let Some(pfn) = self.page_cache_alloc_add(cpu, file, pgoff) else {

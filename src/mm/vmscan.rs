@@ -11,8 +11,8 @@
 //! With the batched flush off, try_to_unmap() clears and flushes each PTE (`ptep_clear_flush`).
 //!
 //! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
-//! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg, no
-//! workingset refault detection, one zone per node; scan balance is fixed: each list is scanned
+//! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg,
+//! refault detection for file folios only (mm/workingset.rs), one zone per node; scan balance is fixed: each list is scanned
 //! in proportion to its size (size >> priority; the file list with a floor of SWAP_CLUSTER_MAX,
 //! the anon list without one, as get_scan_count() does), without swappiness's anon/file cost
 //! balance or cache_trim_mode; inactive refilled from active when the inactive list is smaller
@@ -89,6 +89,8 @@ pub struct Lruvec {
     /// NR_ISOLATED_ANON, NR_ISOLATED_FILE: folios taken off the lists by reclaim and not yet
     /// put back or freed (too_many_isolated()).
     pub nr_isolated: [u64; 2],
+    /// `nonresident_age`: pages evicted or activated on this node (mm/workingset.rs).
+    pub nonresident_age: u64,
 }
 
 /// Index into `Lruvec::nr_isolated`: 0 anon, 1 file.
@@ -214,7 +216,10 @@ impl Sim {
         true
     }
 
-    /// `folio_putback_lru()`, with the active flag as decided.
+    /// `move_folios_to_lru()` for one folio, with the active flag as decided. From 5.9 a folio
+    /// put back active ages the node's non-resident information (mm/workingset.rs). (The kernel's
+    /// MADV_PAGEOUT path puts back with folio_putback_lru(), which does not age; the model's
+    /// reclaim_pages() shares this function.)
     fn putback(&mut self, pfn: Pfn, active: bool) {
         let f = &mut self.frames[pfn.0 as usize];
         if f.refcount == 0 || f.flags & pg::FREE != 0 {
@@ -225,7 +230,11 @@ impl Sim {
         } else {
             f.flags &= !pg::ACTIVE;
         }
+        let node = f.node as usize;
         self.lru_add(pfn);
+        if active && self.p.kver >= (5, 9) {
+            self.workingset_age_nonresident(node, 1);
+        }
     }
 
     // ------------------------------------------------------------------ references
@@ -551,6 +560,10 @@ impl Sim {
         for pfn in folios {
             let (referenced, exec) = self.folio_referenced(cpu, pfn);
             let keep = referenced > 0 && exec;
+            if !keep && self.p.kver >= (4, 20) {
+                // "we are de-activating": the folio was in the workingset (mm/workingset.rs).
+                self.frames[pfn.0 as usize].flags |= pg::WORKINGSET;
+            }
             self.putback(pfn, keep);
             if !keep {
                 self.vmstat.count(VmEvent::PGDEACTIVATE);

@@ -70,6 +70,11 @@ vm_events! {
     PGDEMOTE_DIRECT => "pgdemote_direct",
     PGPROMOTE_SUCCESS => "pgpromote_success",
     PGPROMOTE_CANDIDATE => "pgpromote_candidate",
+    // Workingset refault detection (mm/workingset.rs): node counters, summed over nodes. File
+    // refaults only (anon refaults from swap are not detected by the model).
+    WORKINGSET_REFAULT_FILE => "workingset_refault_file",
+    WORKINGSET_ACTIVATE_FILE => "workingset_activate_file",
+    WORKINGSET_RESTORE_FILE => "workingset_restore_file",
     // Add further counters at the end, each with its kernel name.
 }
 

@@ -81,6 +81,14 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
             put("block_read_4k_ns", rd, format!("O_DIRECT 4 KiB reads at random offsets of a 64 MiB file: {rd:.0} ns"));
             let wr = f("block_write_4k")?;
             put("block_write_4k_ns", wr, format!("O_DIRECT 4 KiB writes, each followed by fdatasync: {wr:.0} ns"));
+            // The model charges a read of n pages block_read_4k_ns + (n - 1) * 4096 / bandwidth.
+            let rd1m = f("block_read_1m")?;
+            if rd1m > rd {
+                let bw = (255.0 * 4096.0) / (rd1m - rd);
+                put("block_read_bytes_per_ns", bw, format!("O_DIRECT 1 MiB reads in file order: {rd1m:.0} ns each; (1 MiB - 4 KiB) / ({rd1m:.0} - {rd:.0}) ns"));
+            } else {
+                notes.push(format!("block bandwidth not derived (a 1 MiB read, {rd1m:.0} ns, was not slower than a 4 KiB one); the cited default stays"));
+            }
         }
         (_, Some(why), _) => notes.push(format!("block I/O not measured ({why}); the cited defaults stay")),
         _ => notes.push("block I/O not measured; the cited defaults stay".into()),
@@ -166,6 +174,18 @@ mod tests {
     use super::*;
 
     const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
+
+    #[test]
+    fn block_bandwidth_is_derived_from_the_1m_read() {
+        let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=30000\n");
+        let (_, notes) = derive(&parse(&out)).unwrap();
+        assert!(notes.iter().any(|n| n.contains("block bandwidth not derived")), "a 1 MiB read no slower than 4 KiB gives no bandwidth");
+        let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=285000\n");
+        let (d, _) = derive(&parse(&out)).unwrap();
+        let bw = d.iter().find(|x| x.key == "block_read_bytes_per_ns").unwrap().value;
+        // 255 pages after the first in 255 us: 4.096 B/ns, written with the profile's rounding.
+        assert_eq!(bw, 4.1);
+    }
 
     #[test]
     fn derived_profile_parses_and_changes_the_costs() {

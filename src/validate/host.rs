@@ -65,6 +65,29 @@ pub struct HostInfo {
     pub cpus: usize,
     /// Kernel release, as `uname -r` prints it.
     pub kernel: String,
+    /// Configuration and state of the host that the measured paths depend on (not costs).
+    pub state: super::sim::HostState,
+}
+
+/// `read_ahead_kb` of the block device under `dir` (hostbench's data file lives there), with
+/// the sysfs file it came from: the device's queue, or its parent disk's for a partition.
+pub fn read_ahead_kb(dir: &Path) -> Option<(u64, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = fs::metadata(dir).ok()?.dev();
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let base = format!("/sys/dev/block/{major}:{minor}");
+    [format!("{base}/queue/read_ahead_kb"), format!("{base}/../queue/read_ahead_kb")]
+        .into_iter()
+        .find_map(|p| fs::read_to_string(&p).ok().and_then(|s| s.trim().parse().ok()).map(|v| (v, p)))
+}
+
+/// `Active(file)` of /proc/meminfo, in 4 KiB pages.
+pub fn active_file_pages() -> Option<u64> {
+    let m = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with("Active(file):"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 4)
 }
 
 /// Check that this host can run the measurements: Linux, CPUs 0 and 1 online, a `TLB:` line.
@@ -98,7 +121,8 @@ pub fn probe() -> Result<HostInfo, HostError> {
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".to_string());
-    Ok(HostInfo { cpus, kernel })
+    let state = super::sim::HostState { read_ahead_kb: read_ahead_kb(Path::new("/var/tmp")), active_file_pages: active_file_pages().unwrap_or(0) };
+    Ok(HostInfo { cpus, kernel, state })
 }
 
 /// Parse the per-CPU counts of the `TLB:` line of a `/proc/interrupts` text.

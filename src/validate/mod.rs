@@ -166,8 +166,14 @@ pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u3
         }
     };
     let cpus = info.as_ref().map(|i| i.cpus).unwrap_or(2);
+    let host_state = info.as_ref().map(|i| i.state.clone()).unwrap_or_default();
     if let Some(i) = &info {
-        println!("host: Linux {} with {} CPUs; simulated: preset linux-6.18 with {} CPUs\n", i.kernel, i.cpus, cpus);
+        println!("host: Linux {} with {} CPUs; simulated: preset linux-6.18 with {} CPUs", i.kernel, i.cpus, cpus);
+        let ra = match &i.state.read_ahead_kb {
+            Some((kb, path)) => format!("vm.read_ahead_kb = {kb} ({path})"),
+            None => "vm.read_ahead_kb = 128 (the model's default: /var/tmp's device has no read_ahead_kb)".into(),
+        };
+        println!("host state given to the model: {ra}; {} active page-cache pages (/proc/meminfo Active(file); the model places at most a quarter of node 0)\n", i.state.active_file_pages);
     }
     if let Some(p) = &profile {
         println!("cost profile: {}\n", p.display());
@@ -177,7 +183,7 @@ pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u3
     let mut results = Vec::new();
     let mut all_agree = true;
     for c in &cases {
-        let (sim, sim_ns) = match sim::run_with_profile(c, cpus, prof) {
+        let (sim, sim_ns) = match sim::run_with_profile(c, cpus, prof, &host_state) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("mmsim validate: simulator bug: {e}");

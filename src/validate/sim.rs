@@ -32,7 +32,19 @@ pub fn program(case: &Case, iters: u32) -> String {
     s
 }
 
-fn config(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>) -> Config {
+/// What validation takes over from the host besides its CPU count: configuration and state the
+/// measured paths depend on, not costs. Without a host (`--sim-only`, tests) the model's
+/// defaults stand: vm.read_ahead_kb = 128 and no resident page cache.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostState {
+    /// The data file's device's read_ahead_kb (vm.read_ahead_kb), with its sysfs path.
+    pub read_ahead_kb: Option<(u64, String)>,
+    /// /proc/meminfo's Active(file), in pages: resident page cache, which decides whether a
+    /// refault is activated (mm/workingset.rs; madv-pageout refaults every iteration).
+    pub active_file_pages: u64,
+}
+
+fn config(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>, host: &HostState) -> Config {
     let origin = Origin { file: format!("<validate {} {} {}>", case.op, case.pages, case.remote), line: 1 };
     let mut threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops: program(case, iters), ops_origin: origin.clone() }];
     match case.remote {
@@ -41,13 +53,18 @@ fn config(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>) -
         Remote::Sleep => threads.push(ThreadSpec { process: 0, cpu: Some(1), ops: "sleep forever\n".into(), ops_origin: origin }),
     }
     // The profile was checked by the caller; only its [cost] keys can be in it.
-    Config::with_profile(profile, &[format!("machine.cpus={cpus}"), "run.max_sim_ms=1000000".into()], threads).expect("validation config is valid")
+    let mut sets = vec![format!("machine.cpus={cpus}"), "run.max_sim_ms=1000000".into()];
+    if let Some((kb, _)) = &host.read_ahead_kb {
+        sets.push(format!("vm.read_ahead_kb={kb}"));
+    }
+    Config::with_profile(profile, &sets, threads).expect("validation config is valid")
 }
 
 /// Shootdown interrupts (summed over CPUs) after running `iters` iterations.
-fn shootdowns(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>) -> Result<(u64, u64), String> {
-    let cfg = config(case, iters, cpus, profile);
+fn shootdowns(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>, host: &HostState) -> Result<(u64, u64), String> {
+    let cfg = config(case, iters, cpus, profile, host);
     let mut sim = Sim::build(&cfg).map_err(|e| e.to_string())?;
+    sim.seed_active_page_cache(host.active_file_pages);
     sim.run(|_| {});
     if let Some(e) = sim.workload_errors.first() {
         return Err(format!("simulated case failed: {e}"));
@@ -57,12 +74,12 @@ fn shootdowns(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)
 
 /// The simulated figures for a case: (shootdowns per op, ns per op).
 pub fn run(case: &Case, cpus: usize) -> Result<(f64, f64), String> {
-    run_with_profile(case, cpus, None)
+    run_with_profile(case, cpus, None, &HostState::default())
 }
 
 /// As [`run`], with a cost profile `(file name, TOML text)` applied (see `Config::with_profile`).
-pub fn run_with_profile(case: &Case, cpus: usize, profile: Option<(&str, &str)>) -> Result<(f64, f64), String> {
-    let (a, ta) = shootdowns(case, WARMUP_ITERS, cpus, profile)?;
-    let (b, tb) = shootdowns(case, WARMUP_ITERS + case.iters, cpus, profile)?;
+pub fn run_with_profile(case: &Case, cpus: usize, profile: Option<(&str, &str)>, host: &HostState) -> Result<(f64, f64), String> {
+    let (a, ta) = shootdowns(case, WARMUP_ITERS, cpus, profile, host)?;
+    let (b, tb) = shootdowns(case, WARMUP_ITERS + case.iters, cpus, profile, host)?;
     Ok(((b - a) as f64 / case.iters as f64, (tb - ta) as f64 / case.iters as f64))
 }
