@@ -360,10 +360,13 @@ impl Sim {
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
             let f = *self.frame(pfn);
+            // pgscan/pgsteal are counted by shrink_inactive_list() around its shrink_folio_list();
+            // MADV_PAGEOUT's reclaim_pages() (kswapd == None) counts neither (checked on 6.18).
             match kswapd {
                 _ if !count_scan => {}
                 Some(true) => self.vmstat.count(VmEvent::PGSCAN_KSWAPD),
-                _ => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
+                Some(false) => self.vmstat.count(VmEvent::PGSCAN_DIRECT),
+                None => {}
             }
             if f.flags & pg::LOCKED != 0 {
                 // folio_trylock() failed (a readahead page whose read is being set up): keep.
@@ -449,7 +452,8 @@ impl Sim {
             }
             match kswapd {
                 Some(true) => self.vmstat.count(VmEvent::PGSTEAL_KSWAPD),
-                _ => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
+                Some(false) => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
+                None => {}
             }
             reclaimed += 1;
             if luf { luf_folios.push(pfn) } else { free_folios.push(pfn) }
