@@ -413,6 +413,9 @@ impl Sim {
                     self.cpus[ci].tlb.flush_all();
                     self.charge_sys(cpu, self.p.flush_full_ns);
                 }
+                // As for any other next mm, the switch ends with trace_tlb_flush(
+                // TLB_FLUSH_ON_TASK_SWITCH, ...).
+                self.trace_tlb_flush(cpu, FlushReason::OnTaskSwitch, -1);
                 return;
             };
             let new_cpu = !self.mm(mm).cpumask.test(cpu);
