@@ -325,6 +325,9 @@ pub struct Params {
     pub fault_ns: f64,
     pub pte_update_ns: f64,
     pub page_alloc_ns: f64,
+    /// Per-folio page-cache insertion and reclaim work not charged elsewhere (cost.filemap_add_folio_ns, cost.shrink_folio_ns).
+    pub filemap_add_folio_ns: f64,
+    pub shrink_folio_ns: f64,
     pub clear_page_ns: f64,
     pub copy_page_ns: f64,
     pub vma_op_ns: f64,
@@ -426,6 +429,8 @@ impl Params {
             fault_ns: c.float("cost.fault_ns"),
             pte_update_ns: c.float("cost.pte_update_ns"),
             page_alloc_ns: c.float("cost.page_alloc_ns"),
+            filemap_add_folio_ns: c.float("cost.filemap_add_folio_ns"),
+            shrink_folio_ns: c.float("cost.shrink_folio_ns"),
             clear_page_ns: PAGE_SIZE as f64 / c.float("cost.clear_page_bytes_per_ns"),
             copy_page_ns: PAGE_SIZE as f64 / c.float("cost.copy_page_bytes_per_ns"),
             vma_op_ns: c.float("cost.vma_op_ns"),

@@ -114,6 +114,11 @@ impl Sim {
         let work = self.miss_ns(cpu, node);
         self.lock_section(cpu, LockId::IPages(file.0), Mode::Exclusive, work);
         self.charge_sys(cpu, work);
+        // The rest of filemap_add_folio()'s per-folio work (memcg charge, statistics), outside
+        // the lock (cost.filemap_add_folio_ns).
+        if self.p.filemap_add_folio_ns > 0.0 {
+            self.charge_sys(cpu, self.p.filemap_add_folio_ns);
+        }
         // filemap_add_folio() → folio_add_lru(): via this CPU's lru_add batch.
         self.folio_add_lru(cpu, pfn);
         Some(pfn)
@@ -132,6 +137,11 @@ impl Sim {
         let work = self.miss_ns(cpu, self.pfn_node(pfn));
         self.lock_section(cpu, LockId::IPages(f.mapping), Mode::Exclusive, work);
         self.charge_sys(cpu, work);
+        // The rest of reclaiming the folio (folio lock and checks, statistics, memcg uncharge),
+        // outside the lock (cost.shrink_folio_ns).
+        if self.p.shrink_folio_ns > 0.0 {
+            self.charge_sys(cpu, self.p.shrink_folio_ns);
+        }
         self.kfn_exit(cpu);
         let shadow = self.workingset_eviction(pfn);
         self.files[f.mapping as usize].set_slot(f.index, Slot::Shadow(shadow));

@@ -401,6 +401,61 @@ static void bench_block(const char *dir)
     printf("block_read_4k=%.1f\nblock_write_4k=%.1f\nblock_read_1m=%.1f\n", rd, wr, rd1m);
 }
 
+/* ---- page cache: a sparse file's PC_PAGES pages, mapped shared and read-touched (each a major
+ * fault of one page: POSIX_FADV_RANDOM turns read-around off; a hole needs no I/O), then paged
+ * out with MADV_PAGEOUT; per page, the touch and the pageout separately. The model runs the same
+ * loop (calibrate.rs), and the differences are its per-folio page-cache costs. */
+#define PC_PAGES 512
+static void bench_pagecache(const char *dir)
+{
+    struct statfs sfs;
+    if (statfs(dir, &sfs) != 0 || sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC) {
+        printf("pc=skipped:%s-is-not-on-a-disk\n", dir);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/mmsim-calibrate-pc.XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        printf("pc=skipped:cannot-create-a-file-in-%s\n", dir);
+        return;
+    }
+    unlink(path);
+    if (ftruncate(fd, PC_PAGES * PG) != 0)
+        die("ftruncate");
+    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    volatile char *p = mmap(NULL, PC_PAGES * PG, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        die("mmap(sparse file)");
+    double touch = 1e18, pageout = 1e18;
+    char sum = 0;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 40;
+        double t = 0, o = 0;
+        for (int k = 0; k < n + 5; k++) {
+            uint64_t a = now_ns();
+            for (int i = 0; i < PC_PAGES; i++)
+                sum += p[(size_t)i * PG];
+            uint64_t b = now_ns();
+            if (madvise((void *)p, PC_PAGES * PG, MADV_PAGEOUT) != 0) {
+                printf("pc=skipped:no-MADV_PAGEOUT\n");
+                munmap((void *)p, PC_PAGES * PG);
+                close(fd);
+                return;
+            }
+            uint64_t c = now_ns();
+            if (k >= 5)
+                t += (double)(b - a), o += (double)(c - b);
+        }
+        touch = min_d(touch, t / n / PC_PAGES);
+        pageout = min_d(pageout, o / n / PC_PAGES);
+    }
+    (void)sum;
+    munmap((void *)p, PC_PAGES * PG);
+    close(fd);
+    printf("pc_touch=%.1f\npc_pageout=%.1f\n", touch, pageout);
+}
+
 int main(int argc, char **argv)
 {
     pin(0);
@@ -429,5 +484,6 @@ int main(int argc, char **argv)
     printf("fork=%.1f\n", bench_fork(&ew));
     printf("exit_wait=%.1f\n", ew);
     bench_block(argc > 1 ? argv[1] : "/var/tmp");
+    bench_pagecache(argc > 1 ? argv[1] : "/var/tmp");
     return 0;
 }

@@ -97,6 +97,58 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
 }
 
 /// The profile text: a header, each knob with its comment, the notes.
+/// Pages of calibrate.c's page-cache loop (PC_PAGES), and the iterations the model runs of it.
+const PC_PAGES: u64 = 512;
+const PC_ITERS: u64 = 40;
+
+/// The model's time per page of calibrate.c's page-cache loop (read-touch of a sparse file's
+/// pages one major fault each, then MADV_PAGEOUT) with the cost profile `profile`: (touch,
+/// pageout) in ns, by difference of a 5- and a (5 + PC_ITERS)-iteration run, as validate does.
+pub fn model_page_cache_loop(profile: &str) -> Result<(f64, f64), String> {
+    use crate::config::{Config, Origin, ThreadSpec};
+    use crate::kernel::profile::KFn;
+    let run = |iters: u64| -> Result<(f64, f64), String> {
+        let ops = format!("mmap a {PC_PAGES} file:pc sparse shared prot=r\nloop {iters}\ntouch a read\nmadvise a pageout\nend\n");
+        let threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: Origin { file: "<calibrate page-cache loop>".into(), line: 1 } }];
+        // POSIX_FADV_RANDOM on the host: no read-around, one page per fault.
+        let sets = ["machine.cpus=2".to_string(), "vm.read_ahead_kb=0".into(), "run.max_sim_ms=1000000".into()];
+        let cfg = Config::with_profile(Some(("<calibrated profile>", profile)), &sets, threads).map_err(|e| e.to_string())?;
+        let mut sim = crate::sim::Sim::build(&cfg).map_err(|e| e.to_string())?;
+        sim.run(|_| {});
+        if let Some(e) = sim.workload_errors.first() {
+            return Err(format!("the model's page-cache loop failed: {e}"));
+        }
+        let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
+        Ok((busy as f64, sim.prof.children_ns[KFn::DoSyscall64 as usize] as f64))
+    };
+    let (b0, s0) = run(5)?;
+    let (b1, s1) = run(5 + PC_ITERS)?;
+    let pages = (PC_ITERS * PC_PAGES) as f64;
+    Ok((((b1 - b0) - (s1 - s0)) / pages, (s1 - s0) / pages))
+}
+
+/// `cost.filemap_add_folio_ns` and `cost.shrink_folio_ns`: the host's time per page of the
+/// page-cache loop minus the model's under the profile `d` derived so far (both knobs 0).
+pub fn derive_page_cache(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
+    let (Some(t), Some(o)) = (m.get("pc_touch"), m.get("pc_pageout")) else {
+        let why = m.get("pc").cloned().unwrap_or_else(|| "not run".into());
+        return Ok((Vec::new(), vec![format!("page-cache costs not measured ({why}); cost.filemap_add_folio_ns and cost.shrink_folio_ns stay 0")]));
+    };
+    let (t, o): (f64, f64) = (t.parse().map_err(|_| "bad pc_touch= in calibrate output")?, o.parse().map_err(|_| "bad pc_pageout= in calibrate output")?);
+    let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", d, &[]))?;
+    let mut out = Vec::new();
+    let mut notes = Vec::new();
+    for (key, host, model, what) in [("filemap_add_folio_ns", t, mt, "read-touch (a major fault per page)"), ("shrink_folio_ns", o, mo, "MADV_PAGEOUT")] {
+        let how = format!("sparse file of {PC_PAGES} pages, POSIX_FADV_RANDOM, {what}: host {host:.0} ns per page, the model {model:.0} with the knobs above");
+        if host > model {
+            out.push(Derived { key, value: ((host - model) * 100.0).round() / 100.0, how });
+        } else {
+            notes.push(format!("cost.{key} not derived ({how}: the model is not cheaper); it stays 0"));
+        }
+    }
+    Ok((out, notes))
+}
+
 pub fn profile_text(kernel: &str, date: &str, d: &[Derived], notes: &[String]) -> String {
     let mut s = format!("# Cost profile written by `mmsim calibrate` on {date}, Linux {kernel} (uname -r).\n# Each value is the minimum over 9 repeats of a microbenchmark (src/validate/calibrate.c).\n# Apply with --cost-profile FILE (run, validate).\n");
     for n in notes {
@@ -144,13 +196,24 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(5);
         }
     };
-    let (d, notes) = match derive(&parse(&String::from_utf8_lossy(&o.stdout))) {
+    let m = parse(&String::from_utf8_lossy(&o.stdout));
+    let (mut d, mut notes) = match derive(&m) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("mmsim calibrate: {e}");
             return ExitCode::from(1);
         }
     };
+    match derive_page_cache(&m, &d) {
+        Ok((pd, pn)) => {
+            d.extend(pd);
+            notes.extend(pn);
+        }
+        Err(e) => {
+            eprintln!("mmsim calibrate: {e}");
+            return ExitCode::from(1);
+        }
+    }
     // The date is part of the output file only (a record of when the host was measured), never
     // of a simulation.
     let date = Command::new("date").args(["-u", "+%Y-%m-%d"]).output().ok().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
@@ -174,6 +237,30 @@ mod tests {
     use super::*;
 
     const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
+
+    #[test]
+    fn page_cache_costs_are_the_host_minus_the_model() {
+        let (d, _) = derive(&parse(OUT)).unwrap();
+        let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &d, &[])).unwrap();
+        assert!(mt > 0.0 && mo > 0.0, "{mt} {mo}");
+        let out = format!("{OUT}pc_touch={:.1}\npc_pageout={:.1}\n", mt + 1000.0, mo + 250.0);
+        let (pd, notes) = derive_page_cache(&parse(&out), &d).unwrap();
+        let get = |k: &str| pd.iter().find(|x| x.key == k).map(|x| x.value);
+        assert!((get("filemap_add_folio_ns").unwrap() - 1000.0).abs() < 0.2, "{pd:?}");
+        assert!((get("shrink_folio_ns").unwrap() - 250.0).abs() < 0.2, "{pd:?}");
+        assert!(notes.is_empty());
+        // With those knobs the model's loop costs what the host's did.
+        let mut all = d.clone();
+        all.extend(pd);
+        let (mt2, mo2) = model_page_cache_loop(&profile_text("-", "-", &all, &[])).unwrap();
+        assert!((mt2 - (mt + 1000.0)).abs() < 1.0 && (mo2 - (mo + 250.0)).abs() < 1.0, "{mt2} {mo2}");
+        // A host cheaper than the model gives no knob, and says so.
+        let out = format!("{OUT}pc_touch=1.0\npc_pageout=1.0\n");
+        let (pd, notes) = derive_page_cache(&parse(&out), &d).unwrap();
+        assert!(pd.is_empty() && notes.len() == 2, "{notes:?}");
+        let (pd, notes) = derive_page_cache(&parse(OUT), &d).unwrap();
+        assert!(pd.is_empty() && notes[0].contains("not measured"), "{notes:?}");
+    }
 
     #[test]
     fn block_bandwidth_is_derived_from_the_1m_read() {
