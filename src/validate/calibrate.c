@@ -336,20 +336,28 @@ static double bench_fork(double *exit_wait)
 
 /* ---- block I/O: O_DIRECT 4 KiB reads at random offsets of a 64 MiB file, and O_DIRECT|O_DSYNC
  * 4 KiB writes */
-static void bench_block(const char *dir)
+/* A new file under dir, on a disk file system (its name in path). Otherwise prints
+ * "KEY=skipped:why" and returns -1. */
+static int scratch_file(const char *dir, const char *key, char *path, size_t len)
 {
     struct statfs sfs;
     if (statfs(dir, &sfs) != 0 || sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC) {
-        printf("block=skipped:%s-is-not-on-a-disk\n", dir);
-        return;
+        printf("%s=skipped:%s-is-not-on-a-disk\n", key, dir);
+        return -1;
     }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/mmsim-calibrate.XXXXXX", dir);
+    snprintf(path, len, "%s/mmsim-calibrate-%s.XXXXXX", dir, key);
     int fd = mkstemp(path);
-    if (fd < 0) {
-        printf("block=skipped:cannot-create-a-file-in-%s\n", dir);
+    if (fd < 0)
+        printf("%s=skipped:cannot-create-a-file-in-%s\n", key, dir);
+    return fd;
+}
+
+static void bench_block(const char *dir)
+{
+    char path[4096];
+    int fd = scratch_file(dir, "block", path, sizeof(path));
+    if (fd < 0)
         return;
-    }
     const size_t fsz = 64UL << 20;
     char *buf;
     if (posix_memalign((void **)&buf, PG, 1 << 20) != 0)
@@ -408,18 +416,10 @@ static void bench_block(const char *dir)
 #define PC_PAGES 512
 static void bench_pagecache(const char *dir)
 {
-    struct statfs sfs;
-    if (statfs(dir, &sfs) != 0 || sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC) {
-        printf("pc=skipped:%s-is-not-on-a-disk\n", dir);
-        return;
-    }
     char path[4096];
-    snprintf(path, sizeof(path), "%s/mmsim-calibrate-pc.XXXXXX", dir);
-    int fd = mkstemp(path);
-    if (fd < 0) {
-        printf("pc=skipped:cannot-create-a-file-in-%s\n", dir);
+    int fd = scratch_file(dir, "pc", path, sizeof(path));
+    if (fd < 0)
         return;
-    }
     unlink(path);
     if (ftruncate(fd, PC_PAGES * PG) != 0)
         die("ftruncate");
