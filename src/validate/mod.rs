@@ -59,6 +59,10 @@ pub fn time_agrees(host_ns: f64, sim_ns: f64) -> bool {
 struct Out {
     host_kernel: Option<String>,
     cost_profile: Option<String>,
+    /// The host's read_ahead_kb and Active(file) pages given to the simulated side (absent with
+    /// --sim-only).
+    host_read_ahead_kb: Option<u64>,
+    host_active_file_pages: Option<u64>,
     cases: Vec<CaseResult>,
 }
 
@@ -247,7 +251,13 @@ pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u3
         println!("{n_time}/{} cases: time per op within 25% of the host's (informative; not in the exit code)", results.len());
     }
     if let Some(path) = json {
-        let out = Out { host_kernel: info.map(|i| i.kernel), cost_profile: profile.map(|p| p.display().to_string()), cases: results };
+        let out = Out {
+            host_read_ahead_kb: info.as_ref().and_then(|i| i.state.read_ahead_kb.as_ref().map(|r| r.0)),
+            host_active_file_pages: info.as_ref().map(|i| i.state.active_file_pages),
+            host_kernel: info.map(|i| i.kernel),
+            cost_profile: profile.map(|p| p.display().to_string()),
+            cases: results,
+        };
         if let Err(e) = crate::output::write_json(&path, &out) {
             eprintln!("mmsim validate: {}: {e}", path.display());
             return ExitCode::from(1);
