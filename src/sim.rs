@@ -520,6 +520,8 @@ pub struct Sim {
     pub end_ns: Ns,
     /// Per-CPU lru_add batches (mm/swap.c cpu_fbatches.lru_add).
     pub lru_add_batch: Vec<Vec<Pfn>>,
+    /// `workload.kind = "llm"`: each process's ggml barrier (src/workload/llm.rs).
+    pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
     pub pcp: Vec<Vec<crate::mm::page_alloc::Pcp>>,
     /// The CPU whose steps the event loop is running now.
@@ -667,6 +669,7 @@ impl Sim {
             running_cpu: None,
             pcp: Vec::new(),
             lru_add_batch: vec![Vec::new(); ncpus],
+            llm_barriers: Vec::new(),
             live_tasks: 0,
             hugetlb: Default::default(),
             swap: crate::mm::swapfile::Swap::new(cfg.int("machine.swap_mib") as u64 * 256),

@@ -54,3 +54,35 @@ fn llm_runs_are_deterministic() {
     let b = serde_json::to_string(&run(&["workload.llm.gen_tokens=1"])).unwrap();
     assert_eq!(a, b);
 }
+
+/// ggml's barrier (`workload.llm.barrier`): a process's threads finish each pass within one
+/// matrix's time of each other, because none starts a matrix before all finished the last;
+/// without it a thread that waited for reads falls behind by many matrices. The waiting threads
+/// spin, so their CPUs stay in the mm and receive the shootdowns of reclaim; without the
+/// barrier they run ahead and their CPUs go idle (lazy) when they finish or wait.
+#[test]
+fn barrier_keeps_threads_together_and_their_cpus_in_the_mm() {
+    use mmsim::workload::Body;
+    let spread = |barrier: &str| {
+        let cfg = common::scenario("scenarios/llm-inference.toml", &[&format!("workload.llm.barrier={barrier}")]);
+        let (sim, _) = common::run_cfg(&cfg, false);
+        let mut last: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
+        for t in &sim.tasks {
+            if let Some(Body::Llm(st)) = t.prog.as_deref().map(|p| &p.body) {
+                let ns = st.last_token_ns.expect("every thread finished");
+                let e = last.entry(t.tgid).or_insert((u64::MAX, 0));
+                *e = (e.0.min(ns), e.1.max(ns));
+            }
+        }
+        let worst = last.values().map(|(lo, hi)| hi - lo).max().unwrap();
+        let irqs: u64 = sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum();
+        (worst, sim.end_ns, irqs)
+    };
+    let (with, end, irqs_with) = spread("true");
+    let (without, _, irqs_without) = spread("false");
+    // 8 layers x 7 matrices per pass, 4 passes: a matrix takes ~1/224 of the run.
+    let matrix = end / 224;
+    assert!(with < matrix, "with the barrier the threads of a process end {with} ns apart, more than a matrix ({matrix} ns)");
+    assert!(without > matrix, "without it they drift apart by more than a matrix: {without} ns vs {matrix} ns");
+    assert!(irqs_with > 2 * irqs_without, "spinning CPUs receive the shootdowns: {irqs_with} vs {irqs_without}");
+}

@@ -1,7 +1,7 @@
 //! Knobs of the LLM-inference workload (`workload.kind = "llm"`, src/workload/llm.rs): seed
 //! 000's llama.cpp runs (mechanisms.md §6), the workload LUF was measured on.
 
-use super::knobs::{float, int, knob, Knob};
+use super::knobs::{float, int, knob, Kind, Knob};
 
 pub static LLM_KNOBS: &[Knob] = &[
     knob!("workload.llm.processes", int(1, 4096), "3", "", "LLM: inference processes, each with its own model file (seed 000 ran three llama.cpp at once).", "seed 000: three `llama.cpp/main -m <70G model>` in parallel"),
@@ -11,5 +11,6 @@ pub static LLM_KNOBS: &[Knob] = &[
     knob!("workload.llm.prompt_tokens", int(1, 1 << 20), "4", "", "LLM: prompt tokens, evaluated together in one pass over the weights (with -n 20, llama.cpp printed '24 tokens' = 4 prompt + 20 generated).", "seed 000: -p \"who are you?\", 'total time = ... / 24 tokens'"),
     knob!("workload.llm.gen_tokens", int(0, 1 << 20), "20", "", "LLM: generated tokens, one pass over the weights each (llama.cpp -n).", "seed 000: -n 20"),
     knob!("workload.llm.text_pages", int(1, 1 << 20), "64", "pages", "LLM: hot instruction footprint of the inference loop (ggml kernels and graph code); the matmul kernel is fetched with every weight page, the rest once per matrix. Chosen (the seed gives no text size): see docs/llm.md.", "chosen; docs/llm.md"),
+    knob!("workload.llm.barrier", Kind::Bool, "true", "", "LLM: a process's threads meet after each matrix, spinning while they wait (ggml_barrier(): busy-wait on an atomic counter with ggml_thread_cpu_relax(), no sleep), so their CPUs stay in the mm while a thread waits for a read. false: threads run on independently.", "ggml/src/ggml-cpu/ggml-cpu.c ggml_barrier() (llama.cpp); a barrier after every graph node"),
     knob!("workload.llm.ns_per_weight_page", float(0.0, 1e9), "400", "ns", "LLM: user time to process 4 KiB of weights (q8_0 dot products, memory bound). Chosen as 4096 B at ~10 GB/s per core, the streaming rate of cost.copy_page_bytes_per_ns's source; see docs/llm.md for the sensitivity.", "chosen; docs/llm.md"),
 ];

@@ -17,9 +17,16 @@
 //! matmuls); after v, thread 0 appends this pass's K/V pages to the layer's KV cache, and before o
 //! every thread reads its share of the KV cache so far (attention).
 //!
+//! After each matrix the process's threads meet at a barrier, as ggml does after every node of
+//! the graph (`ggml_barrier()` in ggml-cpu.c: a thread that arrives early **spins** on the
+//! barrier's counter with `ggml_thread_cpu_relax()`, it does not sleep). A spinning thread is
+//! user time and keeps its CPU in the mm (not lazy), so while one thread waits for a read, the
+//! others' CPUs still receive every shootdown of the mm. With `workload.llm.barrier = false`
+//! threads run on independently (the model before this barrier).
+//!
 //! Departures: one load and one store per weight page stand for the many cache-line accesses to
-//! the same pages (a TLB sees the same translations); threads do not wait for each other at the
-//! end of each matrix (llama.cpp's barrier), so a slow thread does not hold the others back; the
+//! the same pages (a TLB sees the same translations); between tokens the threads do not sleep on
+//! the thread pool's condition variable (the main thread's sampling is not modelled); the
 //! activation shapes are Llama 2 70B's whatever `model_mib` is; readahead as src/mm/readahead.rs
 //! models it; llama.cpp's load-time POSIX_MADV_WILLNEED prefetch of the model is not modelled.
 
@@ -47,6 +54,21 @@ const WORK_PAGES: u64 = 82;
 /// (input, output) activation pages of each matrix.
 const MAT_IO: [((u64, u64), (u64, u64)); 7] = [(X, Q), (X, K), (X, V), (ATTN, X), (X, GATE), (X, HIDDEN), (HIDDEN, X)];
 
+/// A process's ggml barrier: the matrices its threads have all finished, and the one they are
+/// meeting at.
+#[derive(Clone, Debug, Default)]
+pub struct Barrier {
+    /// Matrices (in order: pass, layer, matrix) every thread has finished.
+    pub passed: u64,
+    /// When the last thread reached barrier `passed - 1` (its release time).
+    pub released_ns: Ns,
+    /// Threads that have reached barrier `passed` so far, and the latest of their clocks.
+    pub arrived: u64,
+    pub last_arrival_ns: Ns,
+    /// The threads spinning at barrier `passed`.
+    pub spinners: Vec<Tid>,
+}
+
 #[derive(Clone, Debug)]
 pub struct LlmState {
     model: (u64, u64),
@@ -70,6 +92,11 @@ pub struct LlmState {
     pub accesses: u64,
     /// When this thread finished its last pass (its last token), if it has.
     pub last_token_ns: Option<Ns>,
+    /// The process (index into `Sim::llm_barriers`), whether threads meet at barriers, and the
+    /// barrier this thread has reached and waits at (matrices finished), if any.
+    proc_idx: usize,
+    barrier: bool,
+    waiting: Option<u64>,
 }
 
 impl LlmState {
@@ -122,6 +149,8 @@ impl Sim {
         let ctx = prompt + generated;
         let text_pages = cfg.int("workload.llm.text_pages") as u64;
         let ns_per_page = cfg.float("workload.llm.ns_per_weight_page");
+        let barrier = cfg.bool("workload.llm.barrier");
+        self.llm_barriers = vec![Barrier::default(); procs as usize];
         let setup = |sim: &mut Sim, cpu: CpuId, p: u32, mm: MmId| {
             let file = sim.file_get_or_create_sparse(&format!("llm-model-{p}"), model_pages, false);
             let model = sim.do_mmap(cpu, mm, model_pages, Prot::Read, false, Backing::File { file, pgoff: 0 }, None).expect("the model fits the address space");
@@ -130,7 +159,7 @@ impl Sim {
             let text = sim.mm(mm).regions[".text"];
             (model, work, kv, text)
         };
-        let thread = |_: &mut Sim, &(model, work, kv, text): &(u64, u64, u64, (u64, u64)), i: u64, _: u32| {
+        let thread = |_: &mut Sim, &(model, work, kv, text): &(u64, u64, u64, (u64, u64)), i: u64, n: u32| {
             Body::Llm(Box::new(LlmState {
                 model: (model, model_pages),
                 work,
@@ -149,6 +178,9 @@ impl Sim {
                 page: 0,
                 accesses: 0,
                 last_token_ns: None,
+                proc_idx: (n as u64 / threads) as usize,
+                barrier,
+                waiting: None,
             }))
         };
         self.spawn_workload(cfg, procs, threads, text_pages, setup, thread);
@@ -161,7 +193,31 @@ impl Sim {
         let ci = cpu.0 as usize;
         let stop = horizon.min(self.task(t).slice_end.saturating_sub(1));
         for _ in 0..4096 {
-            let Body::Llm(st) = &prog.body else { unreachable!() };
+            let Body::Llm(st) = &mut prog.body else { unreachable!() };
+            if let Some(k) = st.waiting {
+                // ggml_barrier(): spin until every thread of the process has finished matrix k.
+                // The spin needs no steps (TaskState::Spinning): one tick at a time, so that the
+                // tick can hand the CPU to a task that woke there; the last thread to arrive
+                // ends the spins at its arrival (`llm_barrier_release`).
+                let b = &mut self.llm_barriers[st.proc_idx];
+                let now = self.cpus[ci].clock;
+                if b.passed <= k {
+                    if !b.spinners.contains(&t) {
+                        b.spinners.push(t);
+                    }
+                    return StepResult::Spin(now + self.p.slice_ns);
+                }
+                st.waiting = None;
+                let release = b.released_ns;
+                if release > now {
+                    self.charge_user_ns(cpu, release - now);
+                }
+                let Body::Llm(st) = &prog.body else { unreachable!() };
+                if st.pass == st.passes {
+                    return StepResult::Exit;
+                }
+                continue;
+            }
             if st.pass == st.passes {
                 return StepResult::Exit;
             }
@@ -175,6 +231,27 @@ impl Sim {
             st.accesses += n;
             st.page += 1;
             if s + st.page >= e {
+                if st.barrier && st.nthreads > 1 {
+                    // Arrive at the barrier after this matrix (its sequence number = matrices
+                    // finished before it).
+                    let k = (st.pass * st.layers + st.layer) * 7 + st.mat as u64;
+                    let now = self.cpus[ci].clock;
+                    let b = &mut self.llm_barriers[st.proc_idx];
+                    debug_assert_eq!(b.passed, k, "a thread reached a barrier its process is not at");
+                    b.arrived += 1;
+                    b.last_arrival_ns = b.last_arrival_ns.max(now);
+                    if b.arrived == st.nthreads {
+                        b.passed = k + 1;
+                        b.released_ns = b.last_arrival_ns;
+                        b.arrived = 0;
+                        b.last_arrival_ns = 0;
+                        let spinners = std::mem::take(&mut b.spinners);
+                        let release = b.released_ns;
+                        self.llm_barrier_release(&spinners, release);
+                    } else {
+                        st.waiting = Some(k);
+                    }
+                }
                 st.page = 0;
                 st.mat += 1;
                 if st.mat == 7 {
@@ -194,6 +271,21 @@ impl Sim {
             }
         }
         StepResult::Continue
+    }
+
+    /// The barrier is complete: the threads spinning at it stop spinning at `release` (or now,
+    /// if their CPU is already past it); a thread between two ticks of its spin sees the
+    /// barrier passed at its next step.
+    fn llm_barrier_release(&mut self, spinners: &[Tid], release: Ns) {
+        for &w in spinners {
+            if let crate::sim::TaskState::Spinning(until) = self.tasks[w.0 as usize].state {
+                let at = release.max(self.cpus[self.tasks[w.0 as usize].cpu.0 as usize].clock);
+                if at < until {
+                    self.tasks[w.0 as usize].state = crate::sim::TaskState::Spinning(at);
+                    self.events.push(at, crate::engine::EventKind::SpinEnd, w.0);
+                }
+            }
+        }
     }
 
     /// One weight page of this thread's slice `[s, e)` of a matrix (with the matrix-boundary
