@@ -113,6 +113,11 @@ pub struct RunResult {
     pub pages_promoted: f64,
     pub pgsteal: f64,
     pub pgpgin: f64,
+    /// The file device's bandwidth over the run (pages read x 4 KiB / simulated time, GB/s),
+    /// and the bandwidth it is set to: above it, out-of-order bookings overlapped (block/mod.rs)
+    /// and the run is shorter than the device allows.
+    pub device_gbps: f64,
+    pub device_gbps_set: f64,
     /// Simulated time of the run (not scaled back).
     pub sim_s: f64,
     /// Host wall time of the run.
@@ -229,6 +234,8 @@ pub fn run_one(scale: u64, kernel: Kernel, sets: &[String], bar: Option<&indicat
         pages_promoted: ev(VmEvent::PGPROMOTE_SUCCESS),
         pgsteal: ev(VmEvent::PGSTEAL_KSWAPD) + ev(VmEvent::PGSTEAL_DIRECT),
         pgpgin: ev(VmEvent::PGPGIN),
+        device_gbps: sim.blkdev[crate::block::Dev::File as usize].pages as f64 * 4096.0 / (sim.end_ns.max(1) as f64),
+        device_gbps_set: sim.p.block_read_bytes_per_ns,
         sim_s: sim.end_ns as f64 / 1e9,
         wall_s,
         simulated_accesses: accesses,
@@ -413,6 +420,7 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
     writeln!(text, "{:<28} {}", "luf abandon flush time (s)", cell(|r| format!("{:.3e}", r.luf_abandon_flush_s))).unwrap();
     writeln!(text, "{:<28} {}", "pgsteal (x scale)", cell(|r| format!("{:.3e}", r.pgsteal))).unwrap();
     writeln!(text, "{:<28} {}", "pgpgin (x scale)", cell(|r| format!("{:.3e}", r.pgpgin))).unwrap();
+    writeln!(text, "{:<28} {}", "file device GB/s (run/set)", cell(|r| format!("{:.2}/{:.2}", r.device_gbps, r.device_gbps_set))).unwrap();
     writeln!(text, "{:<28} {}", "simulated s (this scale)", cell(|r| format!("{:.3}", r.sim_s))).unwrap();
     writeln!(text, "{:<28} {}", "simulated accesses", cell(|r| format!("{:.3e}", r.simulated_accesses as f64))).unwrap();
     writeln!(text, "{:<28} {}", "host wall s", cell(|r| format!("{:.1}", r.wall_s))).unwrap();
