@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::engine::chunked::{Chunked, Cursor};
+use crate::engine::chunked::{Chunked, Cursor, Keyed};
 use crate::sim::Sim;
 use crate::types::*;
 
@@ -139,6 +139,14 @@ struct Busy {
     pm_excl: (Ns, u32),
 }
 
+impl Keyed for Busy {
+    /// Holds are kept sorted by request time.
+    #[inline]
+    fn key(&self) -> u64 {
+        self.req
+    }
+}
+
 /// A lock's holds in **request order** (the MCS queue order of qspinlock; rwsems hand the lock
 /// over in the order waiters queued): a request at `t` is granted when every conflicting hold
 /// requested before `t` has ended. Prefix maxima make that one binary search.
@@ -167,10 +175,12 @@ impl Default for Calendar {
 
 impl Calendar {
     fn prune(&mut self, floor: Ns) {
-        while let Some(f) = self.q.front() {
-            if f.req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS {
+        // The front's request time is kept beside the length, so a calendar with nothing to
+        // prune reads none of its holds (docs/performance.md, item 11).
+        while let Some(req) = self.q.front_key() {
+            if req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS {
+                let f = self.q.pop_front().expect("a front hold");
                 self.pruned = (f.pm_all, f.pm_excl);
-                self.q.pop_front();
             } else {
                 break;
             }
@@ -179,11 +189,12 @@ impl Calendar {
 
     /// Position of the first hold requested after `t`.
     fn pos(&self, t: Ns) -> Cursor {
-        // The holds are sorted by `req`. A bisection over the blocks' last holds, then within
-        // one block of at most 64: about 12 probes wherever the request lands (the scan of the
-        // last 16 holds that came first before cost 16 host cache misses for the many requests
-        // that land further back, docs/performance.md).
-        self.q.partition_point(|b| b.req <= t)
+        // The holds are sorted by `req`. The last block first (most requests land there), else
+        // a bisection over the blocks' last request times (one contiguous array), then within
+        // one block of at most 64 (the scan of the last 16 holds that came first before cost
+        // 16 host cache misses for the many requests that land further back,
+        // docs/performance.md).
+        self.q.partition_point_key(|req| req <= t)
     }
 
     /// When a request at `t` is granted: after every conflicting hold requested at or before
@@ -321,6 +332,18 @@ pub struct Locks {
     handoff_cross_ns: Ns,
     /// The event loop's floor: no lock request comes before it (see `prune`).
     pub floor: Ns,
+    /// The calendars, apart from the rest so that one lookup serves a whole booking.
+    cals: Cals,
+    /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
+    irq_off: Vec<VecDeque<(Ns, Ns)>>,
+    pub stats: [LockStat; 8],
+    /// Open sections that overlapped an interval booked while they were open.
+    pub overlaps: u64,
+}
+
+/// Every lock instance's calendar.
+#[derive(Debug, Default)]
+struct Cals {
     lru: Vec<Calendar>,
     zone: Vec<Calendar>,
     i_pages: Vec<Calendar>,
@@ -331,11 +354,43 @@ pub struct Locks {
     /// Instances keyed by (mm, table): looked up, never iterated (so the hasher's order
     /// does not matter).
     ptl: HashMap<(u32, u64), Calendar, std::hash::BuildHasherDefault<KeyHasher>>,
-    /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
-    irq_off: Vec<VecDeque<(Ns, Ns)>>,
-    pub stats: [LockStat; 8],
-    /// Open sections that overlapped an interval booked while they were open.
-    pub overlaps: u64,
+}
+
+impl Cals {
+    fn get(&mut self, id: LockId) -> &mut Calendar {
+        fn at(v: &mut Vec<Calendar>, i: u32) -> &mut Calendar {
+            let i = i as usize;
+            if v.len() <= i {
+                v.resize_with(i + 1, Calendar::default);
+            }
+            &mut v[i]
+        }
+        match id {
+            LockId::Lru(n) => at(&mut self.lru, n),
+            LockId::Zone(n) => at(&mut self.zone, n),
+            LockId::IPages(f) => at(&mut self.i_pages, f),
+            LockId::IMmap(f) => at(&mut self.i_mmap, f),
+            LockId::AnonVma(a) => at(&mut self.anon_vma, a),
+            LockId::MmapLock(m) => at(&mut self.mmap, m),
+            LockId::Ptl(m, t) => self.ptl.entry((m, t)).or_default(),
+            LockId::Luf => &mut self.luf,
+        }
+    }
+}
+
+/// Hand-off time to `cpu` from the previous owner `prev`, given each CPU's socket and the
+/// same-socket and extra cross-socket costs.
+fn handoff_ns(sockets: &[u32], same: Ns, cross: Ns, cpu: CpuId, prev: Option<u32>) -> Ns {
+    match prev {
+        Some(p) if p != cpu.0 => {
+            if sockets[p as usize] != sockets[cpu.0 as usize] {
+                same + cross
+            } else {
+                same
+            }
+        }
+        _ => 0,
+    }
 }
 
 const IRQ_OFF_KEEP: usize = 16;
@@ -381,23 +436,7 @@ impl Locks {
     }
 
     fn cal(&mut self, id: LockId) -> &mut Calendar {
-        fn at(v: &mut Vec<Calendar>, i: u32) -> &mut Calendar {
-            let i = i as usize;
-            if v.len() <= i {
-                v.resize_with(i + 1, Calendar::default);
-            }
-            &mut v[i]
-        }
-        match id {
-            LockId::Lru(n) => at(&mut self.lru, n),
-            LockId::Zone(n) => at(&mut self.zone, n),
-            LockId::IPages(f) => at(&mut self.i_pages, f),
-            LockId::IMmap(f) => at(&mut self.i_mmap, f),
-            LockId::AnonVma(a) => at(&mut self.anon_vma, a),
-            LockId::MmapLock(m) => at(&mut self.mmap, m),
-            LockId::Ptl(m, t) => self.ptl.entry((m, t)).or_default(),
-            LockId::Luf => &mut self.luf,
-        }
+        self.cals.get(id)
     }
 
     /// Record that `cpu` had interrupts off over `[start, end)`.
@@ -429,34 +468,25 @@ impl Locks {
 
     /// Drop a PTE table's lock (the table was freed).
     pub fn forget_ptl(&mut self, mm: MmId, table: u64) {
-        self.ptl.remove(&(mm.0, table));
+        self.cals.ptl.remove(&(mm.0, table));
     }
 }
 
 impl Locks {
     /// Hand-off time to `cpu` from the previous owner `prev`.
     fn handoff(&self, cpu: CpuId, prev: Option<u32>) -> Ns {
-        match prev {
-            Some(p) if p != cpu.0 => {
-                if self.sockets[p as usize] != self.sockets[cpu.0 as usize] {
-                    self.handoff_ns + self.handoff_cross_ns
-                } else {
-                    self.handoff_ns
-                }
-            }
-            _ => 0,
-        }
+        handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev)
     }
 
     /// Book a section of `work` ns requested at `t`: returns (granted start, hand-off).
     fn book(&mut self, id: LockId, cpu: CpuId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
         let floor = self.floor;
-        let cal = self.cal(id);
+        // One lookup of the calendar (a hash probe for a PTE-table lock) for the whole booking.
+        let cal = self.cals.get(id);
         cal.prune(floor);
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
-        let h = self.handoff(cpu, prev);
-        let cal = self.cal(id);
+        let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared);
         let overlap = cal.q.iter_from(cal.q.next(k)).take_while(|b| b.req < s + h + work).any(|b| !(shared && b.shared) && b.start < s + h + work && b.end > s);
         self.overlaps += overlap as u64;
