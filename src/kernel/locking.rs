@@ -125,18 +125,62 @@ pub enum Mode {
     Shared,
 }
 
-/// One hold of a lock: requested at `req`, granted at `start`, released at `end`.
+/// One hold of a lock: requested at `req`, granted at `start`, released at `end`. 48 bytes
+/// (from 64: docs/performance.md, item 12): the CPU numbers are u16 (`machine.cpus` is at
+/// most 4096; `u16::MAX` stands for `u32::MAX`, "no owner").
 #[derive(Clone, Copy, Debug)]
 struct Busy {
     req: Ns,
     start: Ns,
     end: Ns,
-    cpu: u32,
-    shared: bool,
     /// The latest `end` of any hold at or before this one in request order (prefix maximum),
     /// for all holds and for exclusive ones only, with the owner of that hold.
-    pm_all: (Ns, u32),
-    pm_excl: (Ns, u32),
+    pm_all_end: Ns,
+    pm_excl_end: Ns,
+    cpu: u16,
+    pm_all_cpu: u16,
+    pm_excl_cpu: u16,
+    shared: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<Busy>() == 48);
+
+/// A CPU number (or `u32::MAX`, none) in a hold's 16 bits.
+#[inline]
+fn cpu16(c: u32) -> u16 {
+    debug_assert!(c < u16::MAX as u32 || c == u32::MAX, "CPU {c} in a lock hold");
+    c as u16
+}
+
+#[inline]
+fn cpu32(c: u16) -> u32 {
+    if c == u16::MAX {
+        u32::MAX
+    } else {
+        c as u32
+    }
+}
+
+impl Busy {
+    fn new(req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool, pm_all: (Ns, u32), pm_excl: (Ns, u32)) -> Busy {
+        Busy { req, start, end, pm_all_end: pm_all.0, pm_excl_end: pm_excl.0, cpu: cpu16(cpu), pm_all_cpu: cpu16(pm_all.1), pm_excl_cpu: cpu16(pm_excl.1), shared }
+    }
+    #[inline]
+    fn cpu(&self) -> u32 {
+        cpu32(self.cpu)
+    }
+    /// The prefix maxima (all holds, exclusive holds), each as (end, owner).
+    #[inline]
+    fn pm(&self) -> ((Ns, u32), (Ns, u32)) {
+        ((self.pm_all_end, cpu32(self.pm_all_cpu)), (self.pm_excl_end, cpu32(self.pm_excl_cpu)))
+    }
+    #[inline]
+    fn set_pm(&mut self, all: (Ns, u32), excl: (Ns, u32)) {
+        self.pm_all_end = all.0;
+        self.pm_all_cpu = cpu16(all.1);
+        self.pm_excl_end = excl.0;
+        self.pm_excl_cpu = cpu16(excl.1);
+    }
 }
 
 impl Keyed for Busy {
@@ -180,7 +224,7 @@ impl Calendar {
         while let Some(req) = self.q.front_key() {
             if req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS {
                 let f = self.q.pop_front().expect("a front hold");
-                self.pruned = (f.pm_all, f.pm_excl);
+                self.pruned = f.pm();
             } else {
                 break;
             }
@@ -208,7 +252,7 @@ impl Calendar {
 
     /// [`Calendar::find`] with the request's queue position `k = self.pos(t)` known.
     fn find_at(&self, k: Cursor, t: Ns, shared: bool) -> (Ns, Option<u32>) {
-        let (all, excl) = self.q.before(k).map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+        let (all, excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
         let (end, cpu) = if shared { excl } else { all };
         // The last holder before us: the conflicting hold that ended last (an exclusive
         // request after readers pays the hand-off from the last reader too).
@@ -226,52 +270,55 @@ impl Calendar {
     /// Returns the position of the new hold (positions taken before are invalid after).
     fn insert_at(&mut self, k: Cursor, req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool) -> Cursor {
         if k == self.q.end() {
-            let (all, excl) = self.q.back().map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+            let (all, excl) = self.q.back().map_or(self.pruned, |b| b.pm());
             let all = if end >= all.0 { (end, cpu) } else { all };
             let excl = if !shared && end >= excl.0 { (end, cpu) } else { excl };
-            return self.q.insert(k, Busy { req, start, end, cpu, shared, pm_all: all, pm_excl: excl });
+            return self.q.insert(k, Busy::new(req, start, end, cpu, shared, all, excl));
         }
-        let k = self.q.insert(k, Busy { req, start, end, cpu, shared, pm_all: (0, u32::MAX), pm_excl: (0, u32::MAX) });
+        let k = self.q.insert(k, Busy::new(req, start, end, cpu, shared, (0, u32::MAX), (0, u32::MAX)));
         self.fix(k);
         k
     }
 
     /// Recompute prefix maxima from position `k` on.
     fn fix(&mut self, k: Cursor) {
-        let (mut all, mut excl) = self.q.before(k).map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+        let (mut all, mut excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
         for b in self.q.iter_mut_from(k) {
             if b.end >= all.0 {
-                all = (b.end, b.cpu);
+                all = (b.end, b.cpu());
             }
             if !b.shared && b.end >= excl.0 {
-                excl = (b.end, b.cpu);
+                excl = (b.end, b.cpu());
             }
-            if b.pm_all == all && b.pm_excl == excl {
+            if b.pm() == (all, excl) {
                 // Nothing after this changes either.
                 break;
             }
-            b.pm_all = all;
-            b.pm_excl = excl;
+            b.set_pm(all, excl);
         }
     }
 
-    /// An open hold ends: set its end (found by request time and CPU).
-    fn close(&mut self, req: Ns, cpu: u32, end: Ns) {
+    /// An open hold ends: set its end (found by request time and CPU). Returns the position
+    /// of the first hold requested after `req` (for [`Calendar::overlaps_from`]).
+    fn close(&mut self, req: Ns, cpu: u32, end: Ns) -> Cursor {
         let hi = self.pos(req);
-        let found = self.q.iter_rev_before(hi).find(|(_, b)| b.req == req && b.cpu == cpu).map(|(c, _)| c);
+        let found = self.q.iter_rev_before(hi).find(|(_, b)| b.req == req && b.cpu() == cpu).map(|(c, _)| c);
         if let Some(c) = found {
             if let Some(b) = self.q.at_mut(c) {
                 b.end = end;
             }
+            // `fix` moves no hold, so `hi` stays valid.
             self.fix(c);
         }
+        hi
     }
 
-    /// Holds requested after `req` that were granted before `end` and conflict with a hold
-    /// `[start, end)`: they ran first in host order and are not delayed retroactively.
-    fn overlaps(&self, req: Ns, start: Ns, end: Ns, shared: bool) -> bool {
+    /// Holds requested after `req` (from `hi = self.pos(req)` on) that were granted before
+    /// `end` and conflict with a hold `[start, end)`: they ran first in host order and are not
+    /// delayed retroactively.
+    fn overlaps_from(&self, hi: Cursor, start: Ns, end: Ns, shared: bool) -> bool {
         // A hold requested at or after `end` starts at or after it: stop there.
-        self.q.iter_from(self.pos(req)).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
+        self.q.iter_from(hi).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
     }
 }
 
@@ -419,6 +466,8 @@ impl std::hash::Hasher for KeyHasher {
 
 impl Locks {
     pub fn new(sockets: Vec<u32>, enabled: bool, handoff_ns: f64, handoff_cross_ns: f64) -> Locks {
+        // Holds keep CPU numbers in 16 bits (`machine.cpus` is at most 4096).
+        assert!(sockets.len() < u16::MAX as usize, "{} CPUs: lock holds keep CPU numbers in 16 bits", sockets.len());
         Locks {
             enabled,
             irq_off: vec![VecDeque::new(); sockets.len()],
@@ -594,8 +643,8 @@ impl Sim {
         let end = self.now(h.cpu).max(h.start);
         let class = h.id.class();
         let cal = self.locks.cal(h.id);
-        cal.close(h.requested, h.cpu.0, end);
-        let overlap = cal.overlaps(h.requested, h.start, end, h.shared);
+        let hi = cal.close(h.requested, h.cpu.0, end);
+        let overlap = cal.overlaps_from(hi, h.start, end, h.shared);
         self.locks.overlaps += overlap as u64;
         self.locks.stats[class as usize].hold(end - h.start, h.bounce);
         if class.irqs_off() {
