@@ -89,6 +89,30 @@ impl<T: Keyed> Chunked<T> {
         x
     }
 
+    /// The first block's length and last key (None when empty): what
+    /// [`Chunked::pop_front_block`] would drop, read without touching the block's elements.
+    #[inline]
+    pub fn front_block(&self) -> Option<(usize, u64)> {
+        Some((self.blocks.front()?.len(), *self.lasts.front()?))
+    }
+
+    /// Pop the whole first block at once, returning its last element: what popping its
+    /// elements one by one returns last, reading one element instead of each.
+    pub fn pop_front_block(&mut self) -> Option<T> {
+        let mut b = self.blocks.pop_front()?;
+        self.lasts.pop_front();
+        self.len -= b.len();
+        let x = b.pop_back();
+        b.clear();
+        if b.capacity() >= BLOCK && self.spare.is_none() {
+            self.spare = Some(b);
+        }
+        if let Some(f) = self.front() {
+            self.first = f.key();
+        }
+        x
+    }
+
     pub fn push_back(&mut self, x: T) {
         let k = x.key();
         if self.len == 0 {
@@ -287,6 +311,8 @@ mod tests {
         Insert(usize, u32),
         Push(u32),
         Pop,
+        /// Pop the whole first block.
+        PopBlock,
         /// Add to every element from (position % (len + 1)) on, stopping after `n`.
         Bump(usize, usize),
         Get(usize),
@@ -297,6 +323,7 @@ mod tests {
             5 => (any::<usize>(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             3 => any::<u32>().prop_map(Op::Push),
             2 => Just(Op::Pop),
+            1 => Just(Op::PopBlock),
             1 => (any::<usize>(), 0usize..200).prop_map(|(k, n)| Op::Bump(k, n)),
             2 => any::<usize>().prop_map(Op::Get),
         ]
@@ -325,6 +352,12 @@ mod tests {
                         d.push_back(v);
                     }
                     Op::Pop => prop_assert_eq!(c.pop_front(), d.pop_front()),
+                    Op::PopBlock => {
+                        let n = c.front_block().map_or(0, |(n, _)| n);
+                        prop_assert_eq!(c.front_block().map(|(_, k)| k), d.get(n.wrapping_sub(1)).map(|e| e.key()));
+                        let last = d.drain(..n).last();
+                        prop_assert_eq!(c.pop_front_block(), last);
+                    }
                     Op::Bump(k, n) => {
                         let k = k % (d.len() + 1);
                         for x in c.iter_mut_from(c.cursor_at(k)).take(n) {
