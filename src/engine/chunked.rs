@@ -202,17 +202,15 @@ impl<T: Keyed> Chunked<T> {
             let b = self.blocks.len() - 1;
             return Cursor { b, o: self.blocks[b].len() - 1 };
         }
-        let k = x.key();
         if c.b == 0 && c.o == 0 {
-            self.first = k;
+            self.first = x.key();
         }
         let b = &mut self.blocks[c.b];
         b.insert(c.o, x);
         let blen = b.len();
         self.len += 1;
-        if c.o + 1 == blen {
-            self.lasts[c.b] = k;
-        }
+        // A cursor inside a block is before its last element (the end is block count, 0), so
+        // the block's last key is unchanged.
         if blen > BLOCK {
             let half = blen / 2;
             let mut tail = self.new_block(BLOCK);
