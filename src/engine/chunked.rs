@@ -7,26 +7,44 @@
 //! before the back, and `VecDeque::insert` made that a memmove of up to 2,048 64-byte holds
 //! (docs/performance.md). Positions are [`Cursor`]s (block, offset), so that reaching an
 //! element costs no walk over the blocks; `cursor_at` maps an index to one.
+//!
+//! Each element has a [`Keyed::key`]; the key of every block's last element is kept in one
+//! contiguous array (`lasts`) and the key of the first element beside the length, so that
+//! [`Chunked::partition_point_key`] (over keys sorted ascending) bisects the blocks without
+//! reading them, and [`Chunked::front_key`] reads no block at all (docs/performance.md, item
+//! 11). Mutable access must not change an element's key.
 
 use std::collections::VecDeque;
 
 /// Maximum elements per block; a block that grows past it is split in two halves.
 pub const BLOCK: usize = 64;
 
+/// An element's ordering key (a lock hold's request time).
+pub trait Keyed {
+    fn key(&self) -> u64;
+}
+
 #[derive(Clone, Debug)]
 pub struct Chunked<T> {
     /// Never an empty block.
     blocks: VecDeque<VecDeque<T>>,
+    /// The key of each block's last element, in block order.
+    lasts: VecDeque<u64>,
+    /// The key of the first element (meaningless when empty).
+    first: u64,
     len: usize,
+    /// A block emptied by `pop_front`, kept for the next new block when it had room for
+    /// [`BLOCK`] elements (a calendar that once needed two blocks is a busy one: docs/performance.md).
+    spare: Option<VecDeque<T>>,
 }
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked { blocks: VecDeque::new(), len: 0 }
+        Chunked { blocks: VecDeque::new(), lasts: VecDeque::new(), first: 0, len: 0, spare: None }
     }
 }
 
-impl<T> Chunked<T> {
+impl<T: Keyed> Chunked<T> {
     pub fn len(&self) -> usize {
         self.len
     }
@@ -39,29 +57,80 @@ impl<T> Chunked<T> {
         self.blocks.front().and_then(|b| b.front())
     }
 
+    /// The key of the first element, without reading any block.
+    #[inline]
+    pub fn front_key(&self) -> Option<u64> {
+        (self.len > 0).then_some(self.first)
+    }
+
     pub fn back(&self) -> Option<&T> {
         self.blocks.back().and_then(|b| b.back())
+    }
+
+    /// A new block: the spare if there is one, else room for `cap` elements.
+    fn new_block(&mut self, cap: usize) -> VecDeque<T> {
+        self.spare.take().unwrap_or_else(|| VecDeque::with_capacity(cap))
     }
 
     pub fn pop_front(&mut self) -> Option<T> {
         let b = self.blocks.front_mut()?;
         let x = b.pop_front();
-        if b.is_empty() {
-            self.blocks.pop_front();
-        }
         self.len -= 1;
+        if b.is_empty() {
+            let b = self.blocks.pop_front().expect("front block");
+            self.lasts.pop_front();
+            if b.capacity() >= BLOCK && self.spare.is_none() {
+                self.spare = Some(b);
+            }
+        }
+        if let Some(f) = self.front() {
+            self.first = f.key();
+        }
+        x
+    }
+
+    /// The first block's length and last key (None when empty): what
+    /// [`Chunked::pop_front_block`] would drop, read without touching the block's elements.
+    #[inline]
+    pub fn front_block(&self) -> Option<(usize, u64)> {
+        Some((self.blocks.front()?.len(), *self.lasts.front()?))
+    }
+
+    /// Pop the whole first block at once, returning its last element: what popping its
+    /// elements one by one returns last, reading one element instead of each.
+    pub fn pop_front_block(&mut self) -> Option<T> {
+        let mut b = self.blocks.pop_front()?;
+        self.lasts.pop_front();
+        self.len -= b.len();
+        let x = b.pop_back();
+        b.clear();
+        if b.capacity() >= BLOCK && self.spare.is_none() {
+            self.spare = Some(b);
+        }
+        if let Some(f) = self.front() {
+            self.first = f.key();
+        }
         x
     }
 
     pub fn push_back(&mut self, x: T) {
+        let k = x.key();
+        if self.len == 0 {
+            self.first = k;
+        }
         match self.blocks.back_mut() {
-            Some(b) if b.len() < BLOCK => b.push_back(x),
+            Some(b) if b.len() < BLOCK => {
+                b.push_back(x);
+                *self.lasts.back_mut().expect("a key per block") = k;
+            }
             _ => {
-                // Grown as needed rather than room for 64 up front: most calendars (one per
-                // PTE-table lock) hold a few holds at a time (docs/performance.md).
-                let mut b = VecDeque::new();
+                // The first block grows as needed (most calendars, one per PTE-table lock,
+                // hold a few holds at a time); a second one means a busy calendar, and gets
+                // room for a whole block at once (docs/performance.md).
+                let mut b = if self.blocks.is_empty() { self.spare.take().unwrap_or_default() } else { self.new_block(BLOCK) };
                 b.push_back(x);
                 self.blocks.push_back(b);
+                self.lasts.push_back(k);
             }
         }
         self.len += 1;
@@ -133,13 +202,25 @@ impl<T> Chunked<T> {
             let b = self.blocks.len() - 1;
             return Cursor { b, o: self.blocks[b].len() - 1 };
         }
+        if c.b == 0 && c.o == 0 {
+            self.first = x.key();
+        }
         let b = &mut self.blocks[c.b];
         b.insert(c.o, x);
+        let blen = b.len();
         self.len += 1;
-        if b.len() > BLOCK {
-            let half = b.len() / 2;
-            let tail = b.split_off(half);
+        // A cursor inside a block is before its last element (the end is block count, 0), so
+        // the block's last key is unchanged.
+        if blen > BLOCK {
+            let half = blen / 2;
+            let mut tail = self.new_block(BLOCK);
+            let b = &mut self.blocks[c.b];
+            tail.extend(b.drain(half..));
+            let last = b.back().expect("half a block").key();
+            self.lasts[c.b] = last;
+            let tail_last = tail.back().expect("half a block").key();
             self.blocks.insert(c.b + 1, tail);
+            self.lasts.insert(c.b + 1, tail_last);
             if c.o >= half {
                 return Cursor { b: c.b + 1, o: c.o - half };
             }
@@ -156,6 +237,22 @@ impl<T> Chunked<T> {
             Some(b) => Cursor { b: bi, o: b.partition_point(pred) },
             None => self.end(),
         }
+    }
+
+    /// [`Chunked::partition_point`] for a predicate on the key, with the keys sorted
+    /// ascending: the blocks are bisected over their last keys (one contiguous array), the last
+    /// block tried first (most lock requests land there), then one block is bisected.
+    pub fn partition_point_key(&self, mut pred: impl FnMut(u64) -> bool) -> Cursor {
+        let n = self.lasts.len();
+        let bi = if n == 0 || pred(self.lasts[n - 1]) {
+            return self.end();
+        } else if n == 1 || pred(self.lasts[n - 2]) {
+            n - 1
+        } else {
+            // The point is before block n - 2's end: bisecting all the keys finds it.
+            self.lasts.partition_point(|&k| pred(k))
+        };
+        Cursor { b: bi, o: self.blocks[bi].partition_point(|x| pred(x.key())) }
     }
 
     /// The elements from `c` on.
@@ -189,12 +286,31 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A key and a payload that `Bump` changes (mutable access must keep keys).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct E(u32, u32);
+
+    impl Keyed for E {
+        fn key(&self) -> u64 {
+            self.0 as u64
+        }
+    }
+
+    /// The kept keys equal the blocks' (first element, each block's last).
+    fn keys_consistent(c: &Chunked<E>) -> bool {
+        c.front_key() == c.front().map(|e| e.key())
+            && c.lasts.len() == c.blocks.len()
+            && c.blocks.iter().zip(&c.lasts).all(|(b, &k)| b.back().map(|e| e.key()) == Some(k))
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         /// Insert a value at (position % (len + 1)).
         Insert(usize, u32),
         Push(u32),
         Pop,
+        /// Pop the whole first block.
+        PopBlock,
         /// Add to every element from (position % (len + 1)) on, stopping after `n`.
         Bump(usize, usize),
         Get(usize),
@@ -205,6 +321,7 @@ mod tests {
             5 => (any::<usize>(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             3 => any::<u32>().prop_map(Op::Push),
             2 => Just(Op::Pop),
+            1 => Just(Op::PopBlock),
             1 => (any::<usize>(), 0usize..200).prop_map(|(k, n)| Op::Bump(k, n)),
             2 => any::<usize>().prop_map(Op::Get),
         ]
@@ -215,11 +332,12 @@ mod tests {
         /// enough sequences to split blocks many times and empty them again).
         #[test]
         fn behaves_as_a_vecdeque(ops in proptest::collection::vec(op(), 1..1500)) {
-            let mut c: Chunked<u32> = Chunked::default();
-            let mut d: VecDeque<u32> = VecDeque::new();
+            let mut c: Chunked<E> = Chunked::default();
+            let mut d: VecDeque<E> = VecDeque::new();
             for op in ops {
                 match op {
                     Op::Insert(k, v) => {
+                        let v = E(v, 0);
                         let k = k % (d.len() + 1);
                         let at = c.insert(c.cursor_at(k), v);
                         d.insert(k, v);
@@ -227,17 +345,24 @@ mod tests {
                         prop_assert_eq!(c.at(at), Some(&v));
                     }
                     Op::Push(v) => {
+                        let v = E(v, 0);
                         c.push_back(v);
                         d.push_back(v);
                     }
                     Op::Pop => prop_assert_eq!(c.pop_front(), d.pop_front()),
+                    Op::PopBlock => {
+                        let n = c.front_block().map_or(0, |(n, _)| n);
+                        prop_assert_eq!(c.front_block().map(|(_, k)| k), d.get(n.wrapping_sub(1)).map(|e| e.key()));
+                        let last = d.drain(..n).last();
+                        prop_assert_eq!(c.pop_front_block(), last);
+                    }
                     Op::Bump(k, n) => {
                         let k = k % (d.len() + 1);
                         for x in c.iter_mut_from(c.cursor_at(k)).take(n) {
-                            *x = x.wrapping_add(1);
+                            x.1 = x.1.wrapping_add(1);
                         }
                         for x in d.range_mut(k..).take(n) {
-                            *x = x.wrapping_add(1);
+                            x.1 = x.1.wrapping_add(1);
                         }
                     }
                     Op::Get(i) => {
@@ -253,31 +378,40 @@ mod tests {
                 prop_assert_eq!(c.front(), d.front());
                 prop_assert_eq!(c.back(), d.back());
                 prop_assert!(c.blocks.iter().all(|b| !b.is_empty() && b.len() <= BLOCK));
+                prop_assert!(keys_consistent(&c));
             }
-            let all: Vec<u32> = c.iter_from(c.cursor_at(0)).copied().collect();
+            let all: Vec<E> = c.iter_from(c.cursor_at(0)).copied().collect();
             prop_assert_eq!(&all, &d.iter().copied().collect::<Vec<_>>());
             for k in [0, d.len() / 3, d.len() / 2, d.len().saturating_sub(1), d.len(), d.len() + 1] {
                 let at = c.cursor_at(k);
                 prop_assert_eq!(c.iter_from(at).copied().collect::<Vec<_>>(), d.range(k.min(d.len())..).copied().collect::<Vec<_>>());
-                let rev: Vec<(usize, u32)> = d.range(..k.min(d.len())).copied().enumerate().rev().collect();
+                let rev: Vec<(usize, E)> = d.range(..k.min(d.len())).copied().enumerate().rev().collect();
                 prop_assert_eq!(c.iter_rev_before(at).map(|(p, &x)| (c.index_of(p), x)).collect::<Vec<_>>(), rev);
             }
         }
 
-        /// `partition_point` over sorted contents, for every threshold.
+        /// `partition_point` and `partition_point_key` over sorted contents, for every
+        /// threshold, with holds popped from the front in between (as pruning does).
         #[test]
-        fn partition_point_as_a_vecdeque(mut xs in proptest::collection::vec(0u32..500, 0..700), ts in proptest::collection::vec(0u32..520, 1..40)) {
-            xs.sort();
-            let mut c: Chunked<u32> = Chunked::default();
-            // Built by insertions in the middle, so blocks are of uneven sizes.
+        fn partition_point_as_a_vecdeque(xs in proptest::collection::vec(0u32..500, 0..700), ts in proptest::collection::vec((0u32..520, 0usize..40), 1..40)) {
+            let mut c: Chunked<E> = Chunked::default();
+            // Built by insertions in the middle (in sorted position), so blocks are of uneven
+            // sizes.
             let mut d: VecDeque<u32> = VecDeque::new();
             for &x in &xs {
                 let k = d.partition_point(|&y| y <= x);
-                c.insert(c.partition_point(|&y| y <= x), x);
+                c.insert(c.partition_point_key(|y| y <= x as u64), E(x, 0));
                 d.insert(k, x);
+                prop_assert!(keys_consistent(&c));
             }
-            for t in ts {
-                prop_assert_eq!(c.index_of(c.partition_point(|&y| y <= t)), d.partition_point(|&y| y <= t));
+            for (t, pops) in ts {
+                let want = d.partition_point(|&y| y <= t);
+                prop_assert_eq!(c.index_of(c.partition_point(|y| y.0 <= t)), want);
+                prop_assert_eq!(c.index_of(c.partition_point_key(|y| y <= t as u64)), want);
+                for _ in 0..pops {
+                    prop_assert_eq!(c.pop_front().map(|e| e.0), d.pop_front());
+                }
+                prop_assert!(keys_consistent(&c));
             }
         }
     }

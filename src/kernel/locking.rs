@@ -31,7 +31,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::engine::chunked::{Chunked, Cursor};
+use crate::engine::chunked::{Chunked, Cursor, Keyed};
 use crate::sim::Sim;
 use crate::types::*;
 
@@ -125,18 +125,70 @@ pub enum Mode {
     Shared,
 }
 
-/// One hold of a lock: requested at `req`, granted at `start`, released at `end`.
+/// One hold of a lock: requested at `req`, granted at `start`, released at `end`. 48 bytes
+/// (from 64: docs/performance.md, item 12): the CPU numbers are u16 (`machine.cpus` is at
+/// most 4096; `u16::MAX` stands for `u32::MAX`, "no owner").
 #[derive(Clone, Copy, Debug)]
 struct Busy {
     req: Ns,
     start: Ns,
     end: Ns,
-    cpu: u32,
-    shared: bool,
     /// The latest `end` of any hold at or before this one in request order (prefix maximum),
     /// for all holds and for exclusive ones only, with the owner of that hold.
-    pm_all: (Ns, u32),
-    pm_excl: (Ns, u32),
+    pm_all_end: Ns,
+    pm_excl_end: Ns,
+    cpu: u16,
+    pm_all_cpu: u16,
+    pm_excl_cpu: u16,
+    shared: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<Busy>() == 48);
+
+/// A CPU number (or `u32::MAX`, none) in a hold's 16 bits.
+#[inline]
+fn cpu16(c: u32) -> u16 {
+    debug_assert!(c < u16::MAX as u32 || c == u32::MAX, "CPU {c} in a lock hold");
+    c as u16
+}
+
+#[inline]
+fn cpu32(c: u16) -> u32 {
+    if c == u16::MAX {
+        u32::MAX
+    } else {
+        c as u32
+    }
+}
+
+impl Busy {
+    fn new(req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool, pm_all: (Ns, u32), pm_excl: (Ns, u32)) -> Busy {
+        Busy { req, start, end, pm_all_end: pm_all.0, pm_excl_end: pm_excl.0, cpu: cpu16(cpu), pm_all_cpu: cpu16(pm_all.1), pm_excl_cpu: cpu16(pm_excl.1), shared }
+    }
+    #[inline]
+    fn cpu(&self) -> u32 {
+        cpu32(self.cpu)
+    }
+    /// The prefix maxima (all holds, exclusive holds), each as (end, owner).
+    #[inline]
+    fn pm(&self) -> ((Ns, u32), (Ns, u32)) {
+        ((self.pm_all_end, cpu32(self.pm_all_cpu)), (self.pm_excl_end, cpu32(self.pm_excl_cpu)))
+    }
+    #[inline]
+    fn set_pm(&mut self, all: (Ns, u32), excl: (Ns, u32)) {
+        self.pm_all_end = all.0;
+        self.pm_all_cpu = cpu16(all.1);
+        self.pm_excl_end = excl.0;
+        self.pm_excl_cpu = cpu16(excl.1);
+    }
+}
+
+impl Keyed for Busy {
+    /// Holds are kept sorted by request time.
+    #[inline]
+    fn key(&self) -> u64 {
+        self.req
+    }
 }
 
 /// A lock's holds in **request order** (the MCS queue order of qspinlock; rwsems hand the lock
@@ -167,23 +219,29 @@ impl Default for Calendar {
 
 impl Calendar {
     fn prune(&mut self, floor: Ns) {
-        while let Some(f) = self.q.front() {
-            if f.req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS {
-                self.pruned = (f.pm_all, f.pm_excl);
-                self.q.pop_front();
-            } else {
+        // The front's request time is kept beside the length, so a calendar with nothing to
+        // prune reads none of its holds (docs/performance.md, item 11).
+        while let Some(req) = self.q.front_key() {
+            if !(req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS) {
                 break;
             }
+            // The whole front block goes when its last hold would (request times are sorted,
+            // and the length stays above MAX_INTERVALS while it is popped): at once, reading
+            // only its last hold (item 13).
+            let (n, last) = self.q.front_block().expect("a front block");
+            let f = if last + KEEP_NS < floor || self.q.len() - n >= MAX_INTERVALS { self.q.pop_front_block() } else { self.q.pop_front() };
+            self.pruned = f.expect("a front hold").pm();
         }
     }
 
     /// Position of the first hold requested after `t`.
     fn pos(&self, t: Ns) -> Cursor {
-        // The holds are sorted by `req`. A bisection over the blocks' last holds, then within
-        // one block of at most 64: about 12 probes wherever the request lands (the scan of the
-        // last 16 holds that came first before cost 16 host cache misses for the many requests
-        // that land further back, docs/performance.md).
-        self.q.partition_point(|b| b.req <= t)
+        // The holds are sorted by `req`. The last block first (most requests land there), else
+        // a bisection over the blocks' last request times (one contiguous array), then within
+        // one block of at most 64 (the scan of the last 16 holds that came first before cost
+        // 16 host cache misses for the many requests that land further back,
+        // docs/performance.md).
+        self.q.partition_point_key(|req| req <= t)
     }
 
     /// When a request at `t` is granted: after every conflicting hold requested at or before
@@ -197,7 +255,7 @@ impl Calendar {
 
     /// [`Calendar::find`] with the request's queue position `k = self.pos(t)` known.
     fn find_at(&self, k: Cursor, t: Ns, shared: bool) -> (Ns, Option<u32>) {
-        let (all, excl) = self.q.before(k).map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+        let (all, excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
         let (end, cpu) = if shared { excl } else { all };
         // The last holder before us: the conflicting hold that ended last (an exclusive
         // request after readers pays the hand-off from the last reader too).
@@ -215,52 +273,55 @@ impl Calendar {
     /// Returns the position of the new hold (positions taken before are invalid after).
     fn insert_at(&mut self, k: Cursor, req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool) -> Cursor {
         if k == self.q.end() {
-            let (all, excl) = self.q.back().map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+            let (all, excl) = self.q.back().map_or(self.pruned, |b| b.pm());
             let all = if end >= all.0 { (end, cpu) } else { all };
             let excl = if !shared && end >= excl.0 { (end, cpu) } else { excl };
-            return self.q.insert(k, Busy { req, start, end, cpu, shared, pm_all: all, pm_excl: excl });
+            return self.q.insert(k, Busy::new(req, start, end, cpu, shared, all, excl));
         }
-        let k = self.q.insert(k, Busy { req, start, end, cpu, shared, pm_all: (0, u32::MAX), pm_excl: (0, u32::MAX) });
+        let k = self.q.insert(k, Busy::new(req, start, end, cpu, shared, (0, u32::MAX), (0, u32::MAX)));
         self.fix(k);
         k
     }
 
     /// Recompute prefix maxima from position `k` on.
     fn fix(&mut self, k: Cursor) {
-        let (mut all, mut excl) = self.q.before(k).map_or(self.pruned, |b| (b.pm_all, b.pm_excl));
+        let (mut all, mut excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
         for b in self.q.iter_mut_from(k) {
             if b.end >= all.0 {
-                all = (b.end, b.cpu);
+                all = (b.end, b.cpu());
             }
             if !b.shared && b.end >= excl.0 {
-                excl = (b.end, b.cpu);
+                excl = (b.end, b.cpu());
             }
-            if b.pm_all == all && b.pm_excl == excl {
+            if b.pm() == (all, excl) {
                 // Nothing after this changes either.
                 break;
             }
-            b.pm_all = all;
-            b.pm_excl = excl;
+            b.set_pm(all, excl);
         }
     }
 
-    /// An open hold ends: set its end (found by request time and CPU).
-    fn close(&mut self, req: Ns, cpu: u32, end: Ns) {
+    /// An open hold ends: set its end (found by request time and CPU). Returns the position
+    /// of the first hold requested after `req` (for [`Calendar::overlaps_from`]).
+    fn close(&mut self, req: Ns, cpu: u32, end: Ns) -> Cursor {
         let hi = self.pos(req);
-        let found = self.q.iter_rev_before(hi).find(|(_, b)| b.req == req && b.cpu == cpu).map(|(c, _)| c);
+        let found = self.q.iter_rev_before(hi).find(|(_, b)| b.req == req && b.cpu() == cpu).map(|(c, _)| c);
         if let Some(c) = found {
             if let Some(b) = self.q.at_mut(c) {
                 b.end = end;
             }
+            // `fix` moves no hold, so `hi` stays valid.
             self.fix(c);
         }
+        hi
     }
 
-    /// Holds requested after `req` that were granted before `end` and conflict with a hold
-    /// `[start, end)`: they ran first in host order and are not delayed retroactively.
-    fn overlaps(&self, req: Ns, start: Ns, end: Ns, shared: bool) -> bool {
+    /// Holds requested after `req` (from `hi = self.pos(req)` on) that were granted before
+    /// `end` and conflict with a hold `[start, end)`: they ran first in host order and are not
+    /// delayed retroactively.
+    fn overlaps_from(&self, hi: Cursor, start: Ns, end: Ns, shared: bool) -> bool {
         // A hold requested at or after `end` starts at or after it: stop there.
-        self.q.iter_from(self.pos(req)).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
+        self.q.iter_from(hi).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
     }
 }
 
@@ -321,6 +382,18 @@ pub struct Locks {
     handoff_cross_ns: Ns,
     /// The event loop's floor: no lock request comes before it (see `prune`).
     pub floor: Ns,
+    /// The calendars, apart from the rest so that one lookup serves a whole booking.
+    cals: Cals,
+    /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
+    irq_off: Vec<VecDeque<(Ns, Ns)>>,
+    pub stats: [LockStat; 8],
+    /// Open sections that overlapped an interval booked while they were open.
+    pub overlaps: u64,
+}
+
+/// Every lock instance's calendar.
+#[derive(Debug, Default)]
+struct Cals {
     lru: Vec<Calendar>,
     zone: Vec<Calendar>,
     i_pages: Vec<Calendar>,
@@ -331,11 +404,43 @@ pub struct Locks {
     /// Instances keyed by (mm, table): looked up, never iterated (so the hasher's order
     /// does not matter).
     ptl: HashMap<(u32, u64), Calendar, std::hash::BuildHasherDefault<KeyHasher>>,
-    /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
-    irq_off: Vec<VecDeque<(Ns, Ns)>>,
-    pub stats: [LockStat; 8],
-    /// Open sections that overlapped an interval booked while they were open.
-    pub overlaps: u64,
+}
+
+impl Cals {
+    fn get(&mut self, id: LockId) -> &mut Calendar {
+        fn at(v: &mut Vec<Calendar>, i: u32) -> &mut Calendar {
+            let i = i as usize;
+            if v.len() <= i {
+                v.resize_with(i + 1, Calendar::default);
+            }
+            &mut v[i]
+        }
+        match id {
+            LockId::Lru(n) => at(&mut self.lru, n),
+            LockId::Zone(n) => at(&mut self.zone, n),
+            LockId::IPages(f) => at(&mut self.i_pages, f),
+            LockId::IMmap(f) => at(&mut self.i_mmap, f),
+            LockId::AnonVma(a) => at(&mut self.anon_vma, a),
+            LockId::MmapLock(m) => at(&mut self.mmap, m),
+            LockId::Ptl(m, t) => self.ptl.entry((m, t)).or_default(),
+            LockId::Luf => &mut self.luf,
+        }
+    }
+}
+
+/// Hand-off time to `cpu` from the previous owner `prev`, given each CPU's socket and the
+/// same-socket and extra cross-socket costs.
+fn handoff_ns(sockets: &[u32], same: Ns, cross: Ns, cpu: CpuId, prev: Option<u32>) -> Ns {
+    match prev {
+        Some(p) if p != cpu.0 => {
+            if sockets[p as usize] != sockets[cpu.0 as usize] {
+                same + cross
+            } else {
+                same
+            }
+        }
+        _ => 0,
+    }
 }
 
 const IRQ_OFF_KEEP: usize = 16;
@@ -364,6 +469,8 @@ impl std::hash::Hasher for KeyHasher {
 
 impl Locks {
     pub fn new(sockets: Vec<u32>, enabled: bool, handoff_ns: f64, handoff_cross_ns: f64) -> Locks {
+        // Holds keep CPU numbers in 16 bits (`machine.cpus` is at most 4096).
+        assert!(sockets.len() < u16::MAX as usize, "{} CPUs: lock holds keep CPU numbers in 16 bits", sockets.len());
         Locks {
             enabled,
             irq_off: vec![VecDeque::new(); sockets.len()],
@@ -381,23 +488,7 @@ impl Locks {
     }
 
     fn cal(&mut self, id: LockId) -> &mut Calendar {
-        fn at(v: &mut Vec<Calendar>, i: u32) -> &mut Calendar {
-            let i = i as usize;
-            if v.len() <= i {
-                v.resize_with(i + 1, Calendar::default);
-            }
-            &mut v[i]
-        }
-        match id {
-            LockId::Lru(n) => at(&mut self.lru, n),
-            LockId::Zone(n) => at(&mut self.zone, n),
-            LockId::IPages(f) => at(&mut self.i_pages, f),
-            LockId::IMmap(f) => at(&mut self.i_mmap, f),
-            LockId::AnonVma(a) => at(&mut self.anon_vma, a),
-            LockId::MmapLock(m) => at(&mut self.mmap, m),
-            LockId::Ptl(m, t) => self.ptl.entry((m, t)).or_default(),
-            LockId::Luf => &mut self.luf,
-        }
+        self.cals.get(id)
     }
 
     /// Record that `cpu` had interrupts off over `[start, end)`.
@@ -429,34 +520,25 @@ impl Locks {
 
     /// Drop a PTE table's lock (the table was freed).
     pub fn forget_ptl(&mut self, mm: MmId, table: u64) {
-        self.ptl.remove(&(mm.0, table));
+        self.cals.ptl.remove(&(mm.0, table));
     }
 }
 
 impl Locks {
     /// Hand-off time to `cpu` from the previous owner `prev`.
     fn handoff(&self, cpu: CpuId, prev: Option<u32>) -> Ns {
-        match prev {
-            Some(p) if p != cpu.0 => {
-                if self.sockets[p as usize] != self.sockets[cpu.0 as usize] {
-                    self.handoff_ns + self.handoff_cross_ns
-                } else {
-                    self.handoff_ns
-                }
-            }
-            _ => 0,
-        }
+        handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev)
     }
 
     /// Book a section of `work` ns requested at `t`: returns (granted start, hand-off).
     fn book(&mut self, id: LockId, cpu: CpuId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
         let floor = self.floor;
-        let cal = self.cal(id);
+        // One lookup of the calendar (a hash probe for a PTE-table lock) for the whole booking.
+        let cal = self.cals.get(id);
         cal.prune(floor);
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
-        let h = self.handoff(cpu, prev);
-        let cal = self.cal(id);
+        let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared);
         let overlap = cal.q.iter_from(cal.q.next(k)).take_while(|b| b.req < s + h + work).any(|b| !(shared && b.shared) && b.start < s + h + work && b.end > s);
         self.overlaps += overlap as u64;
@@ -564,8 +646,8 @@ impl Sim {
         let end = self.now(h.cpu).max(h.start);
         let class = h.id.class();
         let cal = self.locks.cal(h.id);
-        cal.close(h.requested, h.cpu.0, end);
-        let overlap = cal.overlaps(h.requested, h.start, end, h.shared);
+        let hi = cal.close(h.requested, h.cpu.0, end);
+        let overlap = cal.overlaps_from(hi, h.start, end, h.shared);
         self.locks.overlaps += overlap as u64;
         self.locks.stats[class as usize].hold(end - h.start, h.bounce);
         if class.irqs_off() {
