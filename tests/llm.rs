@@ -87,3 +87,15 @@ fn barrier_keeps_threads_together_and_their_cpus_in_the_mm() {
     // Measured 17,111 against 10,400 (1.65x); the test asks for 1.3x.
     assert!(irqs_with * 10 > irqs_without * 13, "spinning CPUs receive the shootdowns: {irqs_with} vs {irqs_without}");
 }
+
+/// A thread the OOM killer takes never reaches the next barrier: its siblings stop waiting for
+/// it instead of spinning to the end of the run (run.max_sim_ms, 60 s here; measured 60 s
+/// before this rule, 0.5 s after).
+#[test]
+fn an_oom_killed_thread_does_not_leave_its_siblings_spinning() {
+    let cfg = common::scenario("scenarios/llm-inference.toml", &["machine.mem_per_node_mib=16", "workload.llm.prompt_tokens=20000", "workload.llm.layers=8"]);
+    let mut sim = mmsim::sim::Sim::build(&cfg).unwrap();
+    sim.run(|_| {});
+    assert!(sim.workload_errors.iter().any(|e| e.to_string().contains("OOM")), "the case needs an OOM kill: {:?}", sim.workload_errors);
+    assert!(sim.end_ns < 10_000_000_000, "the run lasted {} ns", sim.end_ns);
+}

@@ -199,16 +199,19 @@ impl Sim {
                 // The spin needs no steps (TaskState::Spinning): one tick at a time, so that the
                 // tick can hand the CPU to a task that woke there; the last thread to arrive
                 // ends the spins at its arrival (`llm_barrier_release`).
-                let b = &mut self.llm_barriers[st.proc_idx];
                 let now = self.cpus[ci].clock;
-                if b.passed <= k {
+                // A sibling killed (an OOM kill) never arrives: the others stop waiting for it.
+                let tgid = self.tasks[t.0 as usize].tgid;
+                let orphaned = self.llm_barriers[st.proc_idx].passed <= k && self.tasks.iter().any(|x| x.tgid == tgid && x.state == crate::sim::TaskState::Dead);
+                let b = &mut self.llm_barriers[st.proc_idx];
+                if b.passed <= k && !orphaned {
                     if !b.spinners.contains(&t) {
                         b.spinners.push(t);
                     }
                     return StepResult::Spin(now + self.p.slice_ns);
                 }
                 st.waiting = None;
-                let release = b.released_ns;
+                let release = if orphaned { now } else { b.released_ns };
                 if release > now {
                     self.charge_user_ns(cpu, release - now);
                 }
