@@ -99,13 +99,7 @@ impl Sim {
     pub(crate) fn page_cache_alloc_add(&mut self, cpu: CpuId, file: FileId, pgoff: u64) -> Option<Pfn> {
         let node = self.cpu_node(cpu);
         let pfn = self.alloc_pages(cpu, node)?;
-        let f = self.frame_mut(pfn);
-        f.flags |= pg::FILE;
-        f.mapping = file.0;
-        f.index = pgoff;
-        let shadow = self.files[file.0 as usize].shadow(pgoff);
-        self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
-        if let Some(shadow) = shadow {
+        if let Some(shadow) = self.page_cache_link(pfn, file, pgoff) {
             // filemap_add_folio(): a refault of an evicted folio (mm/workingset.rs), decided
             // before folio_add_lru() so that an activated folio goes to the active list.
             self.workingset_refault(pfn, shadow);
@@ -116,12 +110,22 @@ impl Sim {
         self.charge_sys(cpu, work);
         // The rest of filemap_add_folio()'s per-folio work (memcg charge, statistics), outside
         // the lock (cost.filemap_add_folio_ns).
-        if self.p.filemap_add_folio_ns > 0.0 {
-            self.charge_sys(cpu, self.p.filemap_add_folio_ns);
-        }
+        self.charge_sys(cpu, self.p.filemap_add_folio_ns);
         // filemap_add_folio() → folio_add_lru(): via this CPU's lru_add batch.
         self.folio_add_lru(cpu, pfn);
         Some(pfn)
+    }
+
+    /// A new frame becomes `file`'s page at `pgoff` (the frame's mapping and index, the xarray
+    /// slot); returns the shadow entry the slot held, if any.
+    fn page_cache_link(&mut self, pfn: Pfn, file: FileId, pgoff: u64) -> Option<crate::mm::workingset::Shadow> {
+        let f = self.frame_mut(pfn);
+        f.flags |= pg::FILE;
+        f.mapping = file.0;
+        f.index = pgoff;
+        let shadow = self.files[file.0 as usize].shadow(pgoff);
+        self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
+        shadow
     }
 
     /// `__remove_mapping()`: drop a clean, unmapped page from the page cache, leaving a shadow
@@ -139,9 +143,7 @@ impl Sim {
         self.charge_sys(cpu, work);
         // The rest of reclaiming the folio (folio lock and checks, statistics, memcg uncharge),
         // outside the lock (cost.shrink_folio_ns).
-        if self.p.shrink_folio_ns > 0.0 {
-            self.charge_sys(cpu, self.p.shrink_folio_ns);
-        }
+        self.charge_sys(cpu, self.p.shrink_folio_ns);
         self.kfn_exit(cpu);
         let shadow = self.workingset_eviction(pfn);
         self.files[f.mapping as usize].set_slot(f.index, Slot::Shadow(shadow));
@@ -195,11 +197,8 @@ impl Sim {
         let file = self.file_get_or_create("<resident page cache>", n);
         for pgoff in 0..n {
             let Some(pfn) = self.alloc_pages_node_nocheck(NodeId(0), 0) else { return pgoff };
-            let f = self.frame_mut(pfn);
-            f.flags |= pg::FILE | pg::ACTIVE;
-            f.mapping = file.0;
-            f.index = pgoff;
-            self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
+            self.page_cache_link(pfn, file, pgoff);
+            self.frame_mut(pfn).flags |= pg::ACTIVE;
             self.lru_add(pfn);
         }
         n
