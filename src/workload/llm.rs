@@ -200,18 +200,22 @@ impl Sim {
                 // tick can hand the CPU to a task that woke there; the last thread to arrive
                 // ends the spins at its arrival (`llm_barrier_release`).
                 let now = self.cpus[ci].clock;
-                // A sibling killed (an OOM kill) never arrives: the others stop waiting for it.
-                let tgid = self.tasks[t.0 as usize].tgid;
-                let orphaned = self.llm_barriers[st.proc_idx].passed <= k && self.tasks.iter().any(|x| x.tgid == tgid && x.state == crate::sim::TaskState::Dead);
-                let b = &mut self.llm_barriers[st.proc_idx];
-                if b.passed <= k && !orphaned {
-                    if !b.spinners.contains(&t) {
-                        b.spinners.push(t);
+                let b = &self.llm_barriers[st.proc_idx];
+                let release = if b.passed > k {
+                    b.released_ns
+                } else {
+                    // A sibling killed (an OOM kill) never arrives: stop waiting for it.
+                    let tgid = self.tasks[t.0 as usize].tgid;
+                    if !self.tasks.iter().any(|x| x.tgid == tgid && x.state == crate::sim::TaskState::Dead) {
+                        let b = &mut self.llm_barriers[st.proc_idx];
+                        if !b.spinners.contains(&t) {
+                            b.spinners.push(t);
+                        }
+                        return StepResult::Spin(now + self.p.slice_ns);
                     }
-                    return StepResult::Spin(now + self.p.slice_ns);
-                }
+                    now
+                };
                 st.waiting = None;
-                let release = if orphaned { now } else { b.released_ns };
                 if release > now {
                     self.charge_user_ns(cpu, release - now);
                 }
