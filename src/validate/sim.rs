@@ -55,7 +55,9 @@ fn config(case: &Case, iters: u32, cpus: usize, profile: Option<(&str, &str)>, h
     // The profile was checked by the caller; only its [cost] keys can be in it.
     let mut sets = vec![format!("machine.cpus={cpus}"), "run.max_sim_ms=1000000".into()];
     if let Some((kb, _)) = &host.read_ahead_kb {
-        sets.push(format!("vm.read_ahead_kb={kb}"));
+        // Clamped to the knob's range (1 GiB): a window past every validation file's size
+        // reads the same, and an out-of-range value must not make the config invalid.
+        sets.push(format!("vm.read_ahead_kb={}", kb.min(&(1 << 20))));
     }
     Config::with_profile(profile, &sets, threads).expect("validation config is valid")
 }
