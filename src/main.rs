@@ -106,9 +106,9 @@ enum Cmd {
         scaling: bool,
     },
     /// Reproduce a seed's published experiment (BEFORE vs AFTER, published beside simulated).
-    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives, luf.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Experiments: batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives, luf.\nExamples:\n  mmsim reproduce batched-flush --json bf.json\n  mmsim reproduce batched-flush --set cost.ipi_deliver_ns=2000\n  mmsim reproduce batched-flush --cost-profile scenarios/profiles/host-kvm-2cpu.toml\n  mmsim reproduce luf --scale 80 --json luf.json")]
     Reproduce {
-        /// batched-flush, vmacache, hvo or numa-delayed-map.
+        /// batched-flush, vmacache, hvo, numa-delayed-map, flush-alternatives or luf.
         name: String,
         /// Override a knob in every run, BEFORE and AFTER alike (sensitivity studies).
         #[arg(long = "set", value_name = "KEY=VALUE")]

@@ -16,12 +16,19 @@
 //! model (printed with the results).
 //!
 //! Scale. `--scale K` divides the memory of both nodes and the three models by K and keeps the
-//! CPUs, the threads, the layers and the tokens; the NUMA-balancing scan delay, periods, scan
-//! size and hot threshold are divided by K too (simulated time shrinks about K-fold with the
-//! models), as in `reproduce numa-delayed-map`. Counts (flushes, IRQs, TLB misses, pages
-//! demoted/promoted) and times (runtime, allocation-side flush time) are multiplied back by K:
-//! an estimate of the full-scale figure, exact only where the quantity is proportional to the
-//! weight pages streamed. Published figures appear beside simulated ones and nowhere else.
+//! CPUs, the threads and the tokens; the NUMA-balancing scan delay, periods, scan size and hot
+//! threshold are divided by K too (simulated time shrinks about K-fold with the models), as in
+//! `reproduce numa-delayed-map`. The models are thinned **by layers**: [`layers`]`(K)` =
+//! 80 / K layers (rounded, at least 1), each as wide as a full-scale layer (exactly for K
+//! dividing 80). Counts (flushes, IRQs, TLB misses, pages demoted/promoted) and times (runtime,
+//! allocation-side flush time) are multiplied back by K: an estimate of the full-scale figure.
+//! Thinning by layers keeps every per-matrix event (the text footprint fetched at each matrix,
+//! ggml's barrier, the output vector's first store, the KV reads) in its full-scale proportion
+//! to the weight pages, so those counts scale by K as well. Thinning the matrices instead (80
+//! layers of 1/K width, the default before session 8) kept the per-matrix events at their full
+//! count and multiplied them by K anyway: at 1/1024 it overstated iTLB misses 280x
+//! (docs/luf.md). Beyond K = 80 a single layer is thinned in width too, and the output says so.
+//! Published figures appear beside simulated ones and nowhere else.
 //!
 //! Model departures, stated: llama.cpp's load phase (reading the GGUF header, building the
 //! graph) is not simulated, so "total time" here is from the process's start to its last token
@@ -48,6 +55,8 @@ pub const PROCESSES: u64 = 3;
 pub const THREADS: u64 = 15;
 /// "70G_model": taken as 70 GiB (Llama 2 70B at 8 bits per weight is ~70 GB).
 pub const MODEL_MIB: u64 = 70 * 1024;
+/// Llama 2 70B's layers (Touvron et al. 2023; docs/llm.md).
+pub const LAYERS: u64 = 80;
 pub const PROMPT_TOKENS: u64 = 4;
 pub const GEN_TOKENS: u64 = 20;
 
@@ -131,6 +140,17 @@ pub struct RunResult {
     pub profile: Vec<crate::report::lock_stat::ProfileRow>,
 }
 
+/// Layers of the models at 1/`scale`: 80 / `scale` rounded, at least 1 (see the module's
+/// "Scale"). Each layer is then `LAYERS / (scale x layers)` of a full-scale layer's width.
+pub fn layers(scale: u64) -> u64 {
+    ((LAYERS + scale / 2) / scale.max(1)).max(1)
+}
+
+/// Width of each simulated layer against a full-scale layer (1 when `scale` divides 80).
+pub fn layer_width(scale: u64) -> f64 {
+    LAYERS as f64 / (scale as f64 * layers(scale) as f64)
+}
+
 /// The experiment's settings: the seed's machine and workload at 1/`scale`, the kernel.
 pub fn base_sets(scale: u64, kernel: Kernel) -> Vec<String> {
     // At least 1: a hot threshold of 0 ms would refuse every promotion candidate.
@@ -159,6 +179,7 @@ pub fn base_sets(scale: u64, kernel: Kernel) -> Vec<String> {
         format!("workload.llm.processes={PROCESSES}"),
         format!("workload.llm.threads={THREADS}"),
         format!("workload.llm.model_mib={}", div(MODEL_MIB)),
+        format!("workload.llm.layers={}", layers(scale)),
         format!("workload.llm.prompt_tokens={PROMPT_TOKENS}"),
         format!("workload.llm.gen_tokens={GEN_TOKENS}"),
     ]
@@ -393,6 +414,7 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
     .unwrap();
     if scale > 1 {
         writeln!(text, "Scale 1/{scale}: memory, models and NUMA-balancing times / {scale}; counts and times x {scale} (an estimate of full scale).").unwrap();
+        writeln!(text, "Models thinned by layers: {} of {LAYERS}, each {:.3} of a full-scale layer's width.", layers(scale), layer_width(scale)).unwrap();
     }
     if !sets.is_empty() {
         writeln!(text, "Overrides (every kernel): {}", sets.join(" ")).unwrap();
@@ -435,7 +457,7 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
         "tlb_shootdown_irqs published: the sum of the seed's /proc/interrupts TLB line over its 64 CPUs (cumulative since boot; the seed does not say over how many of its 10 runs); the other published counts are perf stat per test set (one run of the three processes)".into(),
         "runtime_s published: mean of the seed's 30 llama.cpp 'total time' lines per kernel; simulated: mean over the 3 processes of start to last token".into(),
         "after_v12 published: the v12 cover letter's changes (-97% IRQs, -4.5% runtime) applied to the v10 posting's before".into(),
-        format!("scale {scale}: memory, models and NUMA-balancing times divided by it, counts and times multiplied back; CPUs, threads, layers and tokens kept"),
+        format!("scale {scale}: memory, models and NUMA-balancing times divided by it, counts and times multiplied back; CPUs, threads and tokens kept; models thinned by layers ({} of {LAYERS}, each {:.3} of a full-scale layer's width)", layers(scale), layer_width(scale)),
         "parameters and their sources: docs/luf.md, Reproduction".into(),
     ];
     let runs_out = Kernel::ALL
@@ -469,4 +491,27 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_thins_the_models_by_whole_layers() {
+        // Full scale and every K dividing 80: whole layers of full width.
+        for k in [1, 2, 4, 5, 8, 10, 16, 20, 40, 80] {
+            assert_eq!(layers(k) * k, LAYERS, "K = {k}");
+            assert_eq!(layer_width(k), 1.0, "K = {k}");
+        }
+        // Otherwise the nearest whole number of layers, at least one, and the width makes up
+        // the rest: layers x width x K = 80 (the model's size is 1/K of the seed's).
+        for (k, l) in [(3, 27), (48, 2), (64, 1), (120, 1), (1024, 1)] {
+            assert_eq!(layers(k), l, "K = {k}");
+            assert!((layers(k) as f64 * layer_width(k) * k as f64 - LAYERS as f64).abs() < 1e-9);
+        }
+        let sets = base_sets(64, Kernel::Off);
+        assert!(sets.contains(&"workload.llm.layers=1".to_string()), "{sets:?}");
+        assert!(sets.contains(&format!("workload.llm.model_mib={}", MODEL_MIB / 64)), "{sets:?}");
+    }
 }
