@@ -615,7 +615,12 @@ impl Sim {
                 }
             }
             let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(floor);
-            while to_scan > 0 && reclaimed < nr_to_reclaim {
+            // shrink_lruvec(): direct reclaim at DEF_PRIORITY scans its whole proportional
+            // target (`scan_adjusted` in 3.16-5.x, `proportional_reclaim` since: Mel Gorman,
+            // 1a501907bbea, 3.16), "it is best to do a batch of work at once"; otherwise it stops
+            // once nr_to_reclaim is reached.
+            let proportional = !kswapd && priority == DEF_PRIORITY && self.p.kver >= (3, 16);
+            while to_scan > 0 && (reclaimed < nr_to_reclaim || proportional) {
                 // shrink_inactive_list()
                 if !kswapd && self.too_many_isolated(node, inactive_lru) {
                     // Throttled: 4.2 congestion_wait(BLK_RW_ASYNC, HZ/10) in a loop; 5.16+
@@ -678,18 +683,25 @@ impl Sim {
         r
     }
 
+    /// `do_try_to_free_pages()`: at each priority from DEF_PRIORITY down, `shrink_zones()`
+    /// shrinks **every node of the zonelist** (the allocating node first, then the others in
+    /// node order), each `shrink_lruvec()` counting its own reclaim against
+    /// `sc->nr_to_reclaim` (SWAP_CLUSTER_MAX); only after the whole zonelist does it stop if
+    /// enough was reclaimed. So direct reclaim on a NUMA machine evicts pages of every node,
+    /// most of them mapped by tasks on other sockets. (Before 2026-11-23 the model stopped at
+    /// the first 32 pages, usually all from the local node: a departure.)
     fn do_try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
         self.vmstat.count(VmEvent::ALLOCSTALL);
         let n = self.nodes.len();
         let mut reclaimed = 0;
         let mut tail = ReclaimTail::new(self.cpus.len());
-        'scan: for priority in (0..=DEF_PRIORITY).rev() {
+        for priority in (0..=DEF_PRIORITY).rev() {
             for i in 0..n {
                 let node = (nid.0 as usize + i) % n;
-                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64 - reclaimed.min(SWAP_CLUSTER_MAX as u64), &mut tail);
-                if reclaimed >= SWAP_CLUSTER_MAX as u64 {
-                    break 'scan;
-                }
+                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64, &mut tail);
+            }
+            if reclaimed >= SWAP_CLUSTER_MAX as u64 {
+                break;
             }
         }
         self.finish_reclaim_tail(cpu, &mut tail);

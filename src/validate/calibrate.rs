@@ -128,25 +128,26 @@ pub fn model_page_cache_loop(profile: &str) -> Result<(f64, f64), String> {
 }
 
 /// `cost.filemap_add_folio_ns` and `cost.shrink_folio_ns`: the host's time per page of the
-/// page-cache loop minus the model's under the profile `d` derived so far (both knobs 0).
+/// page-cache loop minus the model's under the profile `d` derived so far with both knobs 0
+/// (not their defaults). Both are always written: the residual, or 0 where the model is not
+/// cheaper than the host, so that the profile replaces the defaults either way.
 pub fn derive_page_cache(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
     let (Some(t), Some(o)) = (m.get("pc_touch"), m.get("pc_pageout")) else {
         let why = m.get("pc").cloned().unwrap_or_else(|| "not run".into());
-        return Ok((Vec::new(), vec![format!("page-cache costs not measured ({why}); cost.filemap_add_folio_ns and cost.shrink_folio_ns stay 0")]));
+        return Ok((Vec::new(), vec![format!("page-cache costs not measured ({why}); cost.filemap_add_folio_ns and cost.shrink_folio_ns keep their defaults")]));
     };
     let (t, o): (f64, f64) = (t.parse().map_err(|_| "bad pc_touch= in calibrate output")?, o.parse().map_err(|_| "bad pc_pageout= in calibrate output")?);
-    let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", d, &[]))?;
+    let zero = |key| Derived { key, value: 0.0, how: String::new() };
+    let with_zeros: Vec<Derived> = d.iter().cloned().chain([zero("filemap_add_folio_ns"), zero("shrink_folio_ns")]).collect();
+    let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &with_zeros, &[]))?;
     let mut out = Vec::new();
-    let mut notes = Vec::new();
     for (key, host, model, what) in [("filemap_add_folio_ns", t, mt, "read-touch (a major fault per page)"), ("shrink_folio_ns", o, mo, "MADV_PAGEOUT")] {
-        let how = format!("sparse file of {PC_PAGES} pages, POSIX_FADV_RANDOM, {what}: host {host:.0} ns per page, the model {model:.0} with the knobs above");
-        if host > model {
-            out.push(Derived { key, value: ((host - model) * 100.0).round() / 100.0, how });
-        } else {
-            notes.push(format!("cost.{key} not derived ({how}: the model is not cheaper); it stays 0"));
-        }
+        let how = format!("sparse file of {PC_PAGES} pages, POSIX_FADV_RANDOM, {what}: host {host:.0} ns per page, the model {model:.0} with the knobs above and this one 0");
+        let value = if host > model { ((host - model) * 100.0).round() / 100.0 } else { 0.0 };
+        let how = if host > model { how } else { format!("{how} (the model is not cheaper: 0)") };
+        out.push(Derived { key, value, how });
     }
-    Ok((out, notes))
+    Ok((out, Vec::new()))
 }
 
 pub fn profile_text(kernel: &str, date: &str, d: &[Derived], notes: &[String]) -> String {
@@ -241,7 +242,12 @@ mod tests {
     #[test]
     fn page_cache_costs_are_the_host_minus_the_model() {
         let (d, _) = derive(&parse(OUT)).unwrap();
-        let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &d, &[])).unwrap();
+        // The model's loop with both knobs 0 (not their defaults), as derive_page_cache runs it.
+        let zero = |key| Derived { key, value: 0.0, how: String::new() };
+        let d0: Vec<Derived> = d.iter().cloned().chain([zero("filemap_add_folio_ns"), zero("shrink_folio_ns")]).collect();
+        let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &d0, &[])).unwrap();
+        let (_, mo_default) = model_page_cache_loop(&profile_text("-", "-", &d, &[])).unwrap();
+        assert!(mo_default > mo + 400.0, "the default cost.shrink_folio_ns is charged: {mo_default} against {mo}");
         assert!(mt > 0.0 && mo > 0.0, "{mt} {mo}");
         let out = format!("{OUT}pc_touch={:.1}\npc_pageout={:.1}\n", mt + 1000.0, mo + 250.0);
         let (pd, notes) = derive_page_cache(&parse(&out), &d).unwrap();
@@ -254,10 +260,10 @@ mod tests {
         all.extend(pd);
         let (mt2, mo2) = model_page_cache_loop(&profile_text("-", "-", &all, &[])).unwrap();
         assert!((mt2 - (mt + 1000.0)).abs() < 1.0 && (mo2 - (mo + 250.0)).abs() < 1.0, "{mt2} {mo2}");
-        // A host cheaper than the model gives no knob, and says so.
+        // A host cheaper than the model gives 0 (written, so that it replaces the default), and says so.
         let out = format!("{OUT}pc_touch=1.0\npc_pageout=1.0\n");
         let (pd, notes) = derive_page_cache(&parse(&out), &d).unwrap();
-        assert!(pd.is_empty() && notes.len() == 2, "{notes:?}");
+        assert!(notes.is_empty() && pd.len() == 2 && pd.iter().all(|x| x.value == 0.0 && x.how.contains("not cheaper")), "{pd:?}");
         let (pd, notes) = derive_page_cache(&parse(OUT), &d).unwrap();
         assert!(pd.is_empty() && notes[0].contains("not measured"), "{notes:?}");
     }
