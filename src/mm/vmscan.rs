@@ -616,9 +616,9 @@ impl Sim {
             }
             let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(floor);
             // shrink_lruvec(): direct reclaim at DEF_PRIORITY scans its whole proportional
-            // target (`scan_adjusted` in 3.16-5.x, `proportional_reclaim` since: Mel Gorman,
-            // 1a501907bbea, 3.16), "it is best to do a batch of work at once"; otherwise it stops
-            // once nr_to_reclaim is reached.
+            // target (`scan_adjusted`, later `proportional_reclaim`; Mel Gorman, 1a501907bbea,
+            // 3.16: "it is best to do a batch of work at once"); otherwise it stops once
+            // nr_to_reclaim is reached.
             let proportional = !kswapd && priority == DEF_PRIORITY && self.p.kver >= (3, 16);
             while to_scan > 0 && (reclaimed < nr_to_reclaim || proportional) {
                 // shrink_inactive_list()
@@ -688,8 +688,7 @@ impl Sim {
     /// node order), each `shrink_lruvec()` counting its own reclaim against
     /// `sc->nr_to_reclaim` (SWAP_CLUSTER_MAX); only after the whole zonelist does it stop if
     /// enough was reclaimed. So direct reclaim on a NUMA machine evicts pages of every node,
-    /// most of them mapped by tasks on other sockets. (Before 2026-11-23 the model stopped at
-    /// the first 32 pages, usually all from the local node: a departure.)
+    /// most of them mapped by tasks on other sockets.
     fn do_try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
         self.vmstat.count(VmEvent::ALLOCSTALL);
         let n = self.nodes.len();

@@ -127,6 +127,12 @@ pub fn model_page_cache_loop(profile: &str) -> Result<(f64, f64), String> {
     Ok((((b1 - b0) - (s1 - s0)) / pages, (s1 - s0) / pages))
 }
 
+/// The profile `d` with both page-cache knobs set to 0: the model that their residual is measured against.
+fn without_page_cache_knobs(d: &[Derived]) -> Vec<Derived> {
+    let zero = |key| Derived { key, value: 0.0, how: String::new() };
+    d.iter().cloned().chain([zero("filemap_add_folio_ns"), zero("shrink_folio_ns")]).collect()
+}
+
 /// `cost.filemap_add_folio_ns` and `cost.shrink_folio_ns`: the host's time per page of the
 /// page-cache loop minus the model's under the profile `d` derived so far with both knobs 0
 /// (not their defaults). Both are always written: the residual, or 0 where the model is not
@@ -137,9 +143,7 @@ pub fn derive_page_cache(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<
         return Ok((Vec::new(), vec![format!("page-cache costs not measured ({why}); cost.filemap_add_folio_ns and cost.shrink_folio_ns keep their defaults")]));
     };
     let (t, o): (f64, f64) = (t.parse().map_err(|_| "bad pc_touch= in calibrate output")?, o.parse().map_err(|_| "bad pc_pageout= in calibrate output")?);
-    let zero = |key| Derived { key, value: 0.0, how: String::new() };
-    let with_zeros: Vec<Derived> = d.iter().cloned().chain([zero("filemap_add_folio_ns"), zero("shrink_folio_ns")]).collect();
-    let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &with_zeros, &[]))?;
+    let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &without_page_cache_knobs(d), &[]))?;
     let mut out = Vec::new();
     for (key, host, model, what) in [("filemap_add_folio_ns", t, mt, "read-touch (a major fault per page)"), ("shrink_folio_ns", o, mo, "MADV_PAGEOUT")] {
         let how = format!("sparse file of {PC_PAGES} pages, POSIX_FADV_RANDOM, {what}: host {host:.0} ns per page, the model {model:.0} with the knobs above and this one 0");
@@ -243,9 +247,7 @@ mod tests {
     fn page_cache_costs_are_the_host_minus_the_model() {
         let (d, _) = derive(&parse(OUT)).unwrap();
         // The model's loop with both knobs 0 (not their defaults), as derive_page_cache runs it.
-        let zero = |key| Derived { key, value: 0.0, how: String::new() };
-        let d0: Vec<Derived> = d.iter().cloned().chain([zero("filemap_add_folio_ns"), zero("shrink_folio_ns")]).collect();
-        let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &d0, &[])).unwrap();
+        let (mt, mo) = model_page_cache_loop(&profile_text("-", "-", &without_page_cache_knobs(&d), &[])).unwrap();
         let (_, mo_default) = model_page_cache_loop(&profile_text("-", "-", &d, &[])).unwrap();
         assert!(mo_default > mo + 400.0, "the default cost.shrink_folio_ns is charged: {mo_default} against {mo}");
         assert!(mt > 0.0 && mo > 0.0, "{mt} {mo}");
