@@ -142,8 +142,14 @@ impl Sim {
             let p = Program { body, file: t.ops_origin.file.clone(), released: false };
             tids.push((self.new_task(t.process, Some(mm), cpu, t.cpu.map(CpuId), p), cpu));
         }
-        // Threads start together, or spread over start_jitter_us (drawn from the run's seed),
-        // which is what makes runs with different seeds differ.
+        self.start_tasks(cfg, tids);
+        Ok(())
+    }
+
+    /// Start the workload's threads: all at time 0, or each at a random time in
+    /// [0, workload.start_jitter_us) drawn from the run's seed, which is what makes runs with
+    /// different seeds of a deterministic workload differ.
+    pub(crate) fn start_tasks(&mut self, cfg: &Config, tids: Vec<(Tid, CpuId)>) {
         let jitter = (cfg.float("workload.start_jitter_us") * 1000.0) as u64;
         for (t, cpu) in tids {
             if jitter > 0 {
@@ -155,7 +161,6 @@ impl Sim {
                 self.enqueue(cpu, t, 0);
             }
         }
-        Ok(())
     }
 
     fn build_synthetic(&mut self, cfg: &Config) {

@@ -55,6 +55,25 @@ fn llm_runs_are_deterministic() {
     assert_eq!(a, b);
 }
 
+/// The workload draws no random numbers, so without `workload.start_jitter_us` every seed gives
+/// the same run; with it each thread starts at its own time drawn from the seed, and two seeds
+/// give two different runs (the reproduction's spread over seeds rests on this), each
+/// deterministic.
+#[test]
+fn start_jitter_makes_seeds_differ() {
+    // The counters and the time (the report also names its seed, which differs by design).
+    let json = |sets: &[&str]| {
+        let r = run(sets);
+        format!("{} {}", serde_json::to_string(&r.counters).unwrap(), r.time.elapsed_ns)
+    };
+    let g = "workload.llm.gen_tokens=1";
+    assert_eq!(json(&[g, "run.seed=1"]), json(&[g, "run.seed=2"]), "no jitter: the seed changes nothing");
+    let j = "workload.start_jitter_us=1000";
+    let (a, b) = (json(&[g, j, "run.seed=1"]), json(&[g, j, "run.seed=2"]));
+    assert_ne!(a, b, "jitter: two seeds, two runs");
+    assert_eq!(a, json(&[g, j, "run.seed=1"]), "jitter: one seed, one run");
+}
+
 /// ggml's barrier (`workload.llm.barrier`): a process's threads finish each pass within one
 /// matrix's time of each other, because none starts a matrix before all finished the last;
 /// without it a thread that waited for reads falls behind by many matrices. The waiting threads

@@ -121,7 +121,7 @@ pub static KNOBS: &[Knob] = &[
     knob!("cost.block_write_4k_ns", float(0.0, 1e10), "20000", "ns", "Writing one 4 KiB page back (pageout) to the backing device.", "NVMe SSD 4 KiB write"),
     // ---- workload ----
     knob!("workload.kind", Kind::Enum(WORKLOADS), "\"ops\"", "", "'ops': per-thread op programs from [[workload.thread]]; 'synthetic': the access generator below; 'boot', 'kbuild', 'database', 'ebizzy': the VMA-lookup workloads; 'trace': replay of a recorded trace; 'llm': LLM inference over mmapped weights (workload.llm.*).", "-"),
-    knob!("workload.start_jitter_us", float(0.0, 1e9), "0", "us", "Ops: each thread starts at a random time in [0, this) drawn from run.seed (0: all start at once).", "-"),
+    knob!("workload.start_jitter_us", float(0.0, 1e9), "0", "us", "Each thread of the workload (ops, synthetic, llm) starts at a random time in [0, this) drawn from run.seed (0: all start at once). The generated workloads draw nothing else at start, so this is what makes their seeds differ.", "-"),
     knob!("workload.processes", int(1, 1 << 16), "1", "", "Synthetic: processes.", "-"),
     knob!("workload.threads", int(1, 1 << 16), "1", "", "Synthetic: threads per process.", "-"),
     knob!("workload.working_set_mib", float(0.004, 16777216.0), "64", "MiB", "Synthetic: anonymous region each process maps and touches (fractions allowed: 0.125 = 32 pages).", "pmbench -s"),

@@ -10,7 +10,7 @@ impl Sim {
     /// `procs` processes of `threads` threads each. Threads are placed round robin over the CPUs
     /// in creation order (the n-th thread overall on CPU n mod nr_cpus, no affinity), a process's
     /// mm (with `text_pages` of text) is created on the CPU of its first thread, and every thread
-    /// is enqueued at time 0 once all exist. `setup(sim, cpu, process, mm)` maps the process's
+    /// starts once all exist (at time 0, or spread by `workload.start_jitter_us`: `start_tasks`). `setup(sim, cpu, process, mm)` maps the process's
     /// memory and returns what its threads share; `thread(sim, &shared, i, n)` gives the
     /// process's thread `i` (the n-th overall) its body.
     pub(crate) fn spawn_workload<S>(
@@ -37,8 +37,6 @@ impl Sim {
                 n += 1;
             }
         }
-        for (t, cpu) in tids {
-            self.enqueue(cpu, t, 0);
-        }
+        self.start_tasks(cfg, tids);
     }
 }
