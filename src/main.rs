@@ -113,7 +113,7 @@ enum Cmd {
         /// Override a knob in every run, BEFORE and AFTER alike (sensitivity studies).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
-        /// Seeds per kernel (batched-flush; default 3).
+        /// Seeds per kernel (batched-flush: default 3; luf: runs seeds 1..=N with a start jitter and reports means, default one run without).
         #[arg(long)]
         seeds: Option<u64>,
         /// Apply a cost profile (a `[cost]` table, as `mmsim calibrate` writes) to every run,

@@ -61,6 +61,7 @@ fn luf_reproduction_shape_and_determinism() {
     assert_eq!(sim("luf_alloc_flush_s", "before"), 0.0);
     assert!(sim("luf_alloc_flush_s", "after") > 0.0 && sim("luf_alloc_flush_s", "after_v12") > 0.0);
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    assert!(v.get("seeds").is_none() && rows.iter().all(|r| r.get("per_seed").is_none()), "one run per kernel: no per-seed figures");
     assert!(text.contains("tlb_shootdown_irqs"), "{text}");
 
     // Determinism: the same experiment on a one-thread pool (the sequential run).
@@ -128,4 +129,31 @@ fn luf_v10_is_neutral_on_writable_private_mappings() {
     }
     assert!(d_irq < 0.01, "shootdown IRQs change by {:.2}% on average ({deferred_all} folios deferred)", d_irq * 100.0);
     assert!(d_rt < 0.01, "runtime changes by {:.2}% on average ({deferred_all} folios deferred)", d_rt * 100.0);
+}
+
+/// `--seeds N`: seeds 1..=N per kernel with a start jitter; each row's simulated figure is the
+/// mean of its per-seed figures, the seeds give different runs, and the whole is deterministic.
+#[test]
+fn luf_reproduction_over_seeds_reports_means_and_each_seed() {
+    let sets = vec!["workload.llm.gen_tokens=1".to_string()];
+    let (out, text) = luf::experiment_seeds(SCALE, &sets, Some(2)).expect("runs");
+    let v = serde_json::to_value(&out).unwrap();
+    assert_eq!(v["seeds"], 2);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 6);
+    assert_eq!(runs.iter().map(|r| r["seed"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2, 1, 2, 1, 2]);
+    let mut differ = false;
+    for r in v["rows"].as_array().unwrap() {
+        for k in ["before", "after", "after_v12"] {
+            let each: Vec<f64> = r["per_seed"][k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+            assert_eq!(each.len(), 2);
+            let mean = (each[0] + each[1]) / 2.0;
+            assert!((r["simulated"][k].as_f64().unwrap() - mean).abs() <= 1e-9 * mean.abs().max(1.0), "{}: {k}", r["metric"]);
+            differ |= each[0] != each[1];
+        }
+    }
+    assert!(differ, "two seeds with start jitter give two different runs");
+    assert!(text.contains("Change against 6.9 per seed"), "{text}");
+    let (again, _) = luf::experiment_seeds(SCALE, &sets, Some(2)).expect("runs");
+    assert_eq!(serde_json::to_string(&serde_json::to_value(&again).unwrap()["rows"]).unwrap(), serde_json::to_string(&v["rows"]).unwrap());
 }

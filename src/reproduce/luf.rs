@@ -57,6 +57,12 @@ pub const THREADS: u64 = 15;
 pub const MODEL_MIB: u64 = 70 * 1024;
 /// Llama 2 70B's layers (Touvron et al. 2023; docs/llm.md).
 pub const LAYERS: u64 = 80;
+/// With `--seeds N`, each thread starts at a time drawn from its run's seed within this many µs
+/// (`workload.start_jitter_us`): the workload draws no random numbers, so without it every seed
+/// is the same run. Our choice (the seed launches its three processes with `&` and ran its set
+/// 10 times; it gives no start times): a perturbation far below a pass's length, enough to
+/// sample the run's spread.
+pub const SEED_JITTER_US: u64 = 1000;
 pub const PROMPT_TOKENS: u64 = 4;
 pub const GEN_TOKENS: u64 = 20;
 
@@ -286,7 +292,18 @@ pub struct Row {
     pub metric: String,
     /// None where the seed gives no figure (LUF's own counters).
     pub published: Option<Published>,
+    /// With `--seeds N`: the means over the seeds.
     pub simulated: Simulated,
+    /// With `--seeds N`: each seed's figure (seed 1 first); `simulated` is their mean.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_seed: Option<PerSeed>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PerSeed {
+    pub before: Vec<f64>,
+    pub after: Vec<f64>,
+    pub after_v12: Vec<f64>,
 }
 
 #[derive(Serialize)]
@@ -295,6 +312,9 @@ pub struct Out {
     pub rows: Vec<Row>,
     /// Memory and models divided by this, counts and times multiplied back.
     pub scale: u64,
+    /// `--seeds N` (runs with start jitter, seeds 1..=N); absent for the single run per kernel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<u64>,
     pub runs: Vec<RunSummary>,
     pub notes: Vec<String>,
 }
@@ -303,6 +323,8 @@ pub struct Out {
 #[derive(Serialize)]
 pub struct RunSummary {
     pub kernel: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
     pub preset: &'static str,
     pub luf: &'static str,
     pub sim_s: f64,
@@ -358,34 +380,68 @@ fn value(r: &RunResult, metric: &str) -> f64 {
 
 /// The three runs on rayon's pool ([`super::run_jobs`]), one progress bar each (on a terminal).
 pub fn run_all(scale: u64, sets: &[String]) -> Result<Vec<RunResult>, ConfigError> {
+    Ok(run_all_seeds(scale, sets, None)?.into_iter().map(|mut k| k.remove(0)).collect())
+}
+
+/// The settings of one run: the user's `sets`, and with a seed the start jitter before them and
+/// the seed after them.
+fn seed_sets(sets: &[String], seed: Option<u64>) -> Vec<String> {
+    match seed {
+        None => sets.to_vec(),
+        Some(s) => std::iter::once(format!("workload.start_jitter_us={SEED_JITTER_US}")).chain(sets.iter().cloned()).chain(std::iter::once(format!("run.seed={s}"))).collect(),
+    }
+}
+
+/// Every kernel's runs, kernel by kernel: one run without jitter (`seeds` None), or seeds
+/// 1..=N with [`SEED_JITTER_US`]. All on rayon's pool, one progress bar per run (on a terminal).
+pub fn run_all_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Result<Vec<Vec<RunResult>>, ConfigError> {
     use std::io::IsTerminal;
     let multi = indicatif::MultiProgress::with_draw_target(if std::io::stderr().is_terminal() { indicatif::ProgressDrawTarget::stderr() } else { indicatif::ProgressDrawTarget::hidden() });
-    let style = indicatif::ProgressStyle::with_template("{prefix:>9} [{bar:30}] {percent:>3}% of weight pages, {elapsed} (ETA {eta})").expect("a valid template").progress_chars("=> ");
-    let bars: Vec<indicatif::ProgressBar> = Kernel::ALL
+    let style = indicatif::ProgressStyle::with_template("{prefix:>16} [{bar:30}] {percent:>3}% of weight pages, {elapsed} (ETA {eta})").expect("a valid template").progress_chars("=> ");
+    let seed_list: Vec<Option<u64>> = match seeds {
+        None => vec![None],
+        Some(n) => (1..=n).map(Some).collect(),
+    };
+    let jobs: Vec<(Kernel, Option<u64>)> = Kernel::ALL.iter().flat_map(|&k| seed_list.iter().map(move |&s| (k, s))).collect();
+    let bars: Vec<indicatif::ProgressBar> = jobs
         .iter()
-        .map(|k| {
+        .map(|(k, s)| {
             let b = multi.add(indicatif::ProgressBar::new(1));
             b.set_style(style.clone());
-            b.set_prefix(k.label());
+            b.set_prefix(match s {
+                Some(s) => format!("{} seed {s}", k.label()),
+                None => k.label().to_string(),
+            });
             b
         })
         .collect();
-    let jobs: Vec<usize> = (0..Kernel::ALL.len()).collect();
-    let res = super::run_jobs(&jobs, |&i| {
-        let r = run_one(scale, Kernel::ALL[i], sets, Some(&bars[i]));
+    let idx: Vec<usize> = (0..jobs.len()).collect();
+    let res = super::run_jobs(&idx, |&i| {
+        let (k, s) = jobs[i];
+        let r = run_one(scale, k, &seed_sets(sets, s), Some(&bars[i]));
         bars[i].finish_and_clear();
         r
     });
-    res.into_iter().collect()
+    let mut flat = res.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter();
+    Ok(Kernel::ALL.iter().map(|_| flat.by_ref().take(seed_list.len()).collect()).collect())
 }
 
 /// The whole experiment: JSON rows and the printed table (shared by the CLI and tests).
 pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigError> {
+    experiment_seeds(scale, sets, None)
+}
+
+/// [`experiment`] with `--seeds N`: each kernel run for seeds 1..=N with start jitter, the rows
+/// the means over the seeds, each seed's figure beside them.
+pub fn experiment_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Result<(Out, String), ConfigError> {
     use std::fmt::Write as _;
     Config::defaults(sets)?;
-    let cfg = config(scale, Kernel::Off, sets)?;
-    let runs = run_all(scale, sets)?;
-    let (b, a, v) = (&runs[0], &runs[1], &runs[2]);
+    let cfg = config(scale, Kernel::Off, &seed_sets(sets, seeds.map(|_| 1)))?;
+    let all = run_all_seeds(scale, sets, seeds)?;
+    // The details below the table are seed 1's.
+    let (b, a, v) = (&all[0][0], &all[1][0], &all[2][0]);
+    let per = |k: usize, metric: &str| all[k].iter().map(|r| value(r, metric)).collect::<Vec<f64>>();
+    let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len() as f64;
     let mut text = String::new();
     writeln!(text, "Seed 000: LUF, lazy unmap flush (linux-6.9 vs linux-6.9 + LUF v10 vs linux-6.14 + LUF RFC v12)").unwrap();
     writeln!(
@@ -419,21 +475,38 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
     if !sets.is_empty() {
         writeln!(text, "Overrides (every kernel): {}", sets.join(" ")).unwrap();
     }
+    if let Some(n) = seeds {
+        writeln!(text, "Seeds 1..={n} per kernel, each thread starting within {SEED_JITTER_US} us (drawn from the seed): simulated figures are means over the seeds.").unwrap();
+    }
     writeln!(text).unwrap();
     writeln!(text, "{:<20} {:>33}   {:>44}", "", "published", "simulated").unwrap();
     writeln!(text, "{:<20} {:>10} {:>10} {:>11}   {:>10} {:>10} {:>10} {:>6} {:>6}", "", "before", "v10", "v12", "6.9", "6.9+v10", "6.14+v12", "v10", "v12").unwrap();
     let mut rows = Vec::new();
     let pct = |x: f64, base: f64| if base != 0.0 { format!("{:>+5.0}%", 100.0 * (x - base) / base) } else { format!("{:>6}", "-") };
+    let mut seed_lines = Vec::new();
     for (metric, p) in published() {
-        let s = Simulated { before: value(b, metric), after: value(a, metric), after_v12: value(v, metric) };
+        let (pb, pa, pv) = (per(0, metric), per(1, metric), per(2, metric));
+        let s = Simulated { before: mean(&pb), after: mean(&pa), after_v12: mean(&pv) };
+        if seeds.is_some() {
+            let changes = |x: &[f64]| x.iter().zip(&pb).map(|(x, b)| pct(*x, *b).trim().to_string()).collect::<Vec<_>>().join(" ");
+            seed_lines.push(format!("{metric:<20} v10 {:<28} v12 {}", changes(&pa), changes(&pv)));
+        }
         let pub_cell = match &p {
             Some(p) => format!("{:>10.3e} {:>10.3e} {:>11}", p.before, p.after, p.after_v12.map_or("-".to_string(), |x| format!("{x:.3e}"))),
             None => format!("{:>10} {:>10} {:>11}", "-", "-", "-"),
         };
         writeln!(text, "{metric:<20} {pub_cell}   {:>10.3e} {:>10.3e} {:>10.3e} {} {}", s.before, s.after, s.after_v12, pct(s.after, s.before), pct(s.after_v12, s.before)).unwrap();
-        rows.push(Row { metric: metric.to_string(), published: p, simulated: s });
+        let per_seed = seeds.map(|_| PerSeed { before: pb, after: pa, after_v12: pv });
+        rows.push(Row { metric: metric.to_string(), published: p, simulated: s, per_seed });
     }
     writeln!(text).unwrap();
+    if !seed_lines.is_empty() {
+        writeln!(text, "Change against 6.9 per seed (seed 1 first):").unwrap();
+        for l in &seed_lines {
+            writeln!(text, "  {l}").unwrap();
+        }
+        writeln!(text, "Below: seed 1's runs.").unwrap();
+    }
     let cell = |f: fn(&RunResult) -> String| format!("{:>14} {:>14} {:>14}", f(b), f(a), f(v));
     writeln!(text, "{:<28} {}", "runtime per process (s)", cell(|r| r.runtime_per_process_s.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join("/"))).unwrap();
     writeln!(text, "{:<28} {}", "luf deferred folios", cell(|r| format!("{:.3e}", r.luf_deferred_folios))).unwrap();
@@ -462,19 +535,35 @@ pub fn experiment(scale: u64, sets: &[String]) -> Result<(Out, String), ConfigEr
     ];
     let runs_out = Kernel::ALL
         .iter()
-        .zip(&runs)
-        .map(|(k, r)| RunSummary { kernel: k.label(), preset: k.preset(), luf: k.luf(), sim_s: r.sim_s, wall_s: r.wall_s, simulated_accesses: r.simulated_accesses, accesses_per_wall_s: r.accesses_per_wall_s, runtime_per_process_s: r.runtime_per_process_s.clone() })
+        .zip(&all)
+        .flat_map(|(k, rs)| {
+            rs.iter().enumerate().map(move |(i, r)| RunSummary {
+                kernel: k.label(),
+                seed: seeds.map(|_| i as u64 + 1),
+                preset: k.preset(),
+                luf: k.luf(),
+                sim_s: r.sim_s,
+                wall_s: r.wall_s,
+                simulated_accesses: r.simulated_accesses,
+                accesses_per_wall_s: r.accesses_per_wall_s,
+                runtime_per_process_s: r.runtime_per_process_s.clone(),
+            })
+        })
         .collect();
-    Ok((Out { experiment: "luf", rows, scale, runs: runs_out, notes }, text))
+    Ok((Out { experiment: "luf", rows, scale, seeds, runs: runs_out, notes }, text))
 }
 
-pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64) -> ExitCode {
+pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64, seeds: Option<u64>) -> ExitCode {
     if !(1..=1024).contains(&scale) {
         eprintln!("mmsim reproduce: --scale must be 1..=1024");
         return ExitCode::from(2);
     }
+    if seeds.is_some_and(|n| !(1..=100).contains(&n)) {
+        eprintln!("mmsim reproduce: --seeds must be 1..=100");
+        return ExitCode::from(2);
+    }
     let t = std::time::Instant::now();
-    let (out, text) = match experiment(scale, sets) {
+    let (out, text) = match experiment_seeds(scale, sets, seeds) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mmsim reproduce: {e}");
@@ -483,7 +572,7 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64) -> ExitCode {
     };
     print!("{text}");
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    eprintln!("(3 runs in {:.1} s wall time; host load average now: {})", t.elapsed().as_secs_f64(), load.trim());
+    eprintln!("({} runs in {:.1} s wall time; host load average now: {})", out.runs.len(), t.elapsed().as_secs_f64(), load.trim());
     if let Some(p) = json {
         if let Err(e) = crate::output::write_json(&p, &out) {
             eprintln!("mmsim reproduce: {}: {e}", p.display());

@@ -79,11 +79,7 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
         return ExitCode::from(2);
     }
     if name == "luf" {
-        if seeds.is_some() {
-            eprintln!("mmsim reproduce: --seeds is not supported for luf (one seed per kernel)");
-            return ExitCode::from(2);
-        }
-        return luf::cli(json, sets, scale.unwrap_or(1));
+        return luf::cli(json, sets, scale.unwrap_or(1), seeds);
     }
     if name == "numa-delayed-map" {
         if seeds.is_some() {
