@@ -378,11 +378,6 @@ fn value(r: &RunResult, metric: &str) -> f64 {
     }
 }
 
-/// The three runs on rayon's pool ([`super::run_jobs`]), one progress bar each (on a terminal).
-pub fn run_all(scale: u64, sets: &[String]) -> Result<Vec<RunResult>, ConfigError> {
-    Ok(run_all_seeds(scale, sets, None)?.into_iter().map(|mut k| k.remove(0)).collect())
-}
-
 /// The settings of one run: the user's `sets`, and with a seed the start jitter before them and
 /// the seed after them.
 fn seed_sets(sets: &[String], seed: Option<u64>) -> Vec<String> {
