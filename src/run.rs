@@ -250,6 +250,9 @@ impl Sim {
                     self.running_cpu = Some(cpu);
                     // No lock request from now on comes before this (kernel/locking.rs prunes).
                     self.locks.floor = self.locks.floor.max(ev.time.min(self.cpus[ci].clock));
+                    if self.locks.floor >= self.locks.next_sweep {
+                        self.locks.sweep();
+                    }
                     loop {
                         self.step_cpu(cpu, horizon);
                         steps += 1;
