@@ -477,11 +477,19 @@ impl Sim {
                     }
                     continue;
                 }
-                Op::Touch { region: r, write } => match region(self, &r) {
+                Op::Touch { region: r, write, words } => match region(self, &r) {
                     Ok((start, pages)) => {
                         let vpn = start + *cursor;
                         match self.access(cpu, mm, vpn, *write, false) {
                             Ok(()) => {
+                                if *words > 1 {
+                                    // The page's other words: L1 dTLB hits, one step (a flush
+                                    // arriving between them is not modelled).
+                                    let n = u64::from(*words - 1);
+                                    let c = &mut self.cpus[cpu.0 as usize];
+                                    if *write { c.stats.dtlb_stores += n } else { c.stats.dtlb_loads += n }
+                                    self.charge_user_ns(cpu, n * self.p.hit_l1_ns);
+                                }
                                 *cursor += 1;
                                 if *cursor == pages {
                                     *cursor = 0;

@@ -106,6 +106,28 @@ fn op_program_errors_name_the_scenario_line() {
     assert!(err.starts_with("mmsim: bad.toml:4: workload.thread.ops: unknown op 'tuch'"), "{err}");
 }
 
+#[test]
+fn touch_words_out_of_range_is_an_error_naming_the_line() {
+    let (code, err) = run_bad("[[workload.thread]]\nops = \"\"\"\nmmap a 4\ntouch a read words=513\n\"\"\"\n", &[]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("mmsim: bad.toml:4: workload.thread.ops: '513': words= takes 1 to 512"), "{err}");
+    let (code, err) = run_bad("[[workload.thread]]\nops = \"\"\"\nmmap a 4\ntouch a read step=8\n\"\"\"\n", &[]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with("mmsim: bad.toml:4: workload.thread.ops: unknown touch option 'step=8'"), "{err}");
+}
+
+/// `touch NAME read words=N`: the page's other N-1 words are L1 dTLB hits charged as user time
+/// (`cost.access_ns` each) and counted as dTLB loads; the kernel's work is the same.
+#[test]
+fn touch_words_charges_the_other_words_as_tlb_hits() {
+    let run = |words: u32| run_ops(2, &[(0, &format!("mmap a 64\ntouch a read words={words}\n"))], &["cost.access_ns=3"]);
+    let (one, many) = (run(1), run(512));
+    let user = |s: &Sim| s.cpus[0].stats.user_ns;
+    assert_eq!(user(&many) - user(&one), 64 * 511 * 3);
+    assert_eq!(many.cpus[0].stats.dtlb_loads - one.cpus[0].stats.dtlb_loads, 64 * 511);
+    assert_eq!(many.cpus[0].stats.sys_ns, one.cpus[0].stats.sys_ns);
+}
+
 // ---------------------------------------------------------------- the x86 flush baseline
 
 /// flush_tlb_mm_range(): up to tlb_single_page_flush_ceiling (33) pages are INVLPG'd one by one,

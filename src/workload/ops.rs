@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! mmap NAME PAGES [anon | file:FNAME [sparse]] [private | shared] [prot=none|r|rw] [at=0xADDR]
-//! touch NAME read|write          # touch every page of the region once, in order
+//! touch NAME read|write [words=N] # touch every page once, in order; N loads/stores per page
 //! munmap NAME
 //! mprotect NAME none|r|rw
 //! madvise NAME dontneed|pageout
@@ -23,7 +23,10 @@ use crate::types::*;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
     Mmap { region: String, pages: u64, file: Option<String>, shared: bool, prot: Prot, at: Option<u64>, sparse: bool },
-    Touch { region: String, write: bool },
+    /// `words`: loads (or stores) per page, 1..=512 (8-byte words of a 4 KiB page). The first
+    /// goes through the MMU (it may fault); the other `words - 1` are L1 dTLB hits on the same
+    /// page, charged in the same step (usemem's loop reads every word, `--step` 8).
+    Touch { region: String, write: bool, words: u32 },
     Munmap { region: String },
     Mprotect { region: String, prot: Prot },
     Madvise { region: String, advice: Advice },
@@ -128,13 +131,20 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                 Op::Mmap { region: w[1].to_string(), pages, file, shared, prot, at, sparse }
             }
             "touch" => {
-                want(3, "touch NAME read|write")?;
+                want(3, "touch NAME read|write [words=N]")?;
                 let write = match w[2] {
                     "read" | "r" => false,
                     "write" | "w" => true,
                     x => return Err(err(format!("'{x}': touch takes read or write"))),
                 };
-                Op::Touch { region: w[1].to_string(), write }
+                let mut words = 1;
+                for opt in &w[3..] {
+                    let Some(n) = opt.strip_prefix("words=") else {
+                        return Err(err(format!("unknown touch option '{opt}' (words=N)")));
+                    };
+                    words = n.parse().ok().filter(|n| (1..=512).contains(n)).ok_or_else(|| err(format!("'{n}': words= takes 1 to 512 (8-byte words of a 4 KiB page)")))?;
+                }
+                Op::Touch { region: w[1].to_string(), write, words }
             }
             "munmap" => {
                 want(2, "munmap NAME")?;
