@@ -84,8 +84,15 @@ pub struct Node {
     pub lru: crate::mm::vmscan::Lruvec,
     /// The node's kswapd task, once started.
     pub kswapd: Option<Tid>,
-    /// kswapd's scan priority in balance_pgdat() (DEF_PRIORITY = 12 down to 0).
+    /// kswapd's scan priority in balance_pgdat() (DEF_PRIORITY = 12 down to 1).
     pub kswapd_priority: u32,
+    /// kswapd's pass over the node's lists at that priority, when one is under way.
+    pub kswapd_pass: Option<crate::mm::vmscan::KswapdPass>,
+    /// Pages kswapd reclaimed since balance_pgdat() last started at DEF_PRIORITY.
+    pub kswapd_run_reclaimed: u64,
+    /// `pgdat->kswapd_failures`: balance_pgdat() runs in a row that reclaimed nothing; at
+    /// MAX_RECLAIM_RETRIES the node is hopeless and kswapd is left asleep.
+    pub kswapd_failures: u32,
 }
 
 pub mod vm {
@@ -591,6 +598,9 @@ impl Sim {
                 lru: Default::default(),
                 kswapd: None,
                 kswapd_priority: crate::mm::vmscan::DEF_PRIORITY,
+                kswapd_pass: None,
+                kswapd_run_reclaimed: 0,
+                kswapd_failures: 0,
             });
             start += nr;
         }

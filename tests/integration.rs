@@ -320,10 +320,43 @@ fn batched_flush_reproduction_meets_issue_11_on_the_4_node_machine() {
 #[test]
 #[ignore = "known miss of the model, issue 11: the single-socket gain is above the 4-node gain"]
 fn single_socket_gain_is_below_the_4_node_gain() {
-    use mmsim::reproduce::batched_flush::{run_all, MACHINES};
-    let r = run_all(&MACHINES, 1, &[]);
+    use mmsim::reproduce::batched_flush::{run_all, DEFAULT_SCALE, MACHINES};
+    let r = run_all(&MACHINES, 1, &[], DEFAULT_SCALE);
     let gain = |m: usize| (r[m][0][0].elapsed_s - r[m][1][0].elapsed_s) / r[m][0][0].elapsed_s;
     assert!(gain(1) < gain(0), "single-socket gain {} should be below the 4-node gain {}", gain(1), gain(0));
+}
+
+/// kswapd's scan control as balance_pgdat() does it (4.2 to 6.18), seen in its
+/// mm_vmscan_lru_shrink_inactive events: each list's target is `size >> priority` with no
+/// SWAP_CLUSTER_MAX floor (the first batch at DEF_PRIORITY takes a few pages of a ~12,000-page
+/// list); a pass that scans fewer than `nr_to_reclaim` = the high watermark raises the priority
+/// by one; and a run goes on past the high watermark until a pass has reclaimed that much
+/// (vm.watermark_scale_factor=1000 puts the high watermark at ~3,500 pages of 16,384, ~1,600
+/// above low, where the old model stopped).
+#[test]
+fn kswapd_passes_follow_balance_pgdat() {
+    let d = tmpdir("kswapd");
+    let mut ops = String::new();
+    for i in 0..6 {
+        ops += &format!("mmap r{i} 4096 file:f{i} sparse shared prot=r\ntouch r{i} read\nsleep 20ms\n");
+    }
+    let sc = d.join("k.toml");
+    std::fs::write(&sc, format!("[machine]\ncpus = 2\nnodes = 1\nmem_per_node_mib = 64\n[vm]\nwatermark_scale_factor = 1000\n[kernel]\npreset = \"linux-6.18\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\n{ops}\"\"\"\n")).unwrap();
+    let tr = d.join("k.trace");
+    let o = mmsim().args(["run", sc.to_str().unwrap(), "--trace", tr.to_str().unwrap(), "--events", "vmscan:mm_vmscan_lru_shrink_inactive", "--only", "summary"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let field = |l: &str, k: &str| l.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap().parse::<u64>().unwrap();
+    let ev: Vec<(u64, u64)> = std::fs::read_to_string(&tr).unwrap().lines().filter(|l| l.contains("kswapd") && l.contains("shrink_inactive")).map(|l| (field(l, "priority="), field(l, "nr_scanned="))).collect();
+    assert!(!ev.is_empty());
+    // The first run: up to the next event back at DEF_PRIORITY after a lower one.
+    let end = ev.iter().skip(1).position(|&(p, _)| p == 12).map_or(ev.len(), |i| i + 1);
+    let run = &ev[..end];
+    assert_eq!(run[0].0, 12);
+    assert!(run[0].1 < 32, "no SWAP_CLUSTER_MAX floor at DEF_PRIORITY: {:?}", &run[..4.min(run.len())]);
+    assert!(run.windows(2).all(|w| w[1].0 == w[0].0 || w[1].0 + 1 == w[0].0), "the priority drops one step at a time: {run:?}");
+    assert!(run.last().unwrap().0 <= 8, "passes that scan less than the high watermark raise the priority: {run:?}");
+    let scanned: u64 = run.iter().map(|e| e.1).sum();
+    assert!(scanned >= 3400, "a run reclaims a high watermark's worth, not just up to it: {scanned}");
 }
 
 /// migrate_pages_batch() (6.3+): 512 pages moved to the other node with one flush IPI to the

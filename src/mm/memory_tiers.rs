@@ -156,9 +156,10 @@ impl Sim {
         if self.p.numa_tiering { self.promo_wmark_pages(node) } else { self.nodes[node].wmark.high }
     }
 
-    /// `wakeup_kswapd()` for one node: wake its kswapd unless the node is balanced.
+    /// `wakeup_kswapd()` for one node: wake its kswapd unless the node is balanced or
+    /// hopeless (`kswapd_failures` at MAX_RECLAIM_RETRIES: "leave it to direct reclaim").
     pub fn wakeup_kswapd(&mut self, cpu: CpuId, node: usize) {
-        if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) {
+        if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) || self.nodes[node].kswapd_failures >= crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             return;
         }
         let Some(t) = self.nodes[node].kswapd else { return };

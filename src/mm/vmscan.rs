@@ -13,8 +13,8 @@
 //! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
 //! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg,
 //! refault detection for file folios only (mm/workingset.rs), one zone per node; scan balance is fixed: each list is scanned
-//! in proportion to its size (size >> priority; the file list with a floor of SWAP_CLUSTER_MAX,
-//! the anon list without one, as get_scan_count() does), without swappiness's anon/file cost
+//! in proportion to its size (size >> priority, with no floor, as get_scan_count() does for the
+//! root memcg), without swappiness's anon/file cost
 //! balance or cache_trim_mode; inactive refilled from active when the inactive list is smaller
 //! (as inactive_is_low()).
 
@@ -34,6 +34,23 @@ pub const PAGEVEC_SIZE: usize = 31;
 pub const SWAP_CLUSTER_MAX: usize = 32;
 /// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
 pub const DEF_PRIORITY: u32 = 12;
+/// MAX_RECLAIM_RETRIES (mm/internal.h): kswapd runs that reclaim nothing before a node is
+/// left to direct reclaim.
+pub const MAX_RECLAIM_RETRIES: u32 = 16;
+
+/// kswapd's pass over a node at one priority (`balance_pgdat()` → `kswapd_shrink_node()`),
+/// kept between kswapd's steps.
+#[derive(Clone, Debug)]
+pub struct KswapdPass {
+    /// Index into the node's scan lists (file, then anon when it can be reclaimed).
+    pub list: usize,
+    /// What is left of the current list's target; None before the list is entered.
+    pub to_scan: Option<usize>,
+    pub scanned: u64,
+    pub reclaimed: u64,
+    /// `sc->nr_to_reclaim`: max(high watermark, SWAP_CLUSTER_MAX).
+    pub target: u64,
+}
 
 /// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
 /// the flushes deferred by its unmaps, and the folios to free once that batch is flushed.
@@ -580,41 +597,21 @@ impl Sim {
     }
 
     /// `shrink_node()` → `shrink_lruvec()` at a scan priority: refill the inactive file list if
-    /// it is low (inactive_is_low()), then scan `max(inactive >> priority, SWAP_CLUSTER_MAX)`
-    /// folios from it in batches of SWAP_CLUSTER_MAX, stopping once `nr_to_reclaim` is met.
+    /// it is low (inactive_is_low()), then scan `inactive >> priority` folios from it in batches
+    /// of SWAP_CLUSTER_MAX, stopping once `nr_to_reclaim` is met.
     /// Returns pages reclaimed.
     pub fn shrink_node(&mut self, cpu: CpuId, node: usize, kswapd: bool, priority: u32, nr_to_reclaim: u64, tail: &mut ReclaimTail) -> u64 {
-        let lists = self.nodes[node].lru.lists;
-        let (inactive, active) = (lists[Lru::InactiveFile as usize].len, lists[Lru::ActiveFile as usize].len);
-        let gb = ((inactive + active) * 4096) >> 30;
-        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
-        if inactive * ratio < active {
-            let n = ((active >> priority) as usize).max(SWAP_CLUSTER_MAX);
-            self.shrink_active_list(cpu, node, Lru::ActiveFile, n);
-        }
-        // shrink_inactive_list() starts with lru_add_drain() of this CPU.
-        self.lru_add_drain(cpu);
+        self.shrink_node_begin(cpu, node, priority);
         let mut reclaimed = 0;
         // get_scan_count(): file always; anon only with free swap or a demotion target
         // (vm.swappiness's balance is not modelled: both are scanned at the same priority).
-        let mut lists = vec![(Lru::InactiveFile, Lru::ActiveFile)];
-        // can_reclaim_anon_pages(): free swap, or a demotion target (mm/vmscan_demote.rs).
-        if self.swap.nr_free() > 0 || self.can_demote(node as u32) {
-            lists.push((Lru::InactiveAnon, Lru::ActiveAnon));
-        }
-        for (inactive_lru, active_lru) in lists {
-            // get_scan_count() scans each list in proportion to its size (size >> priority), with
-            // no floor: a small anon list is scanned little, as Linux does. The file list keeps
-            // a floor of SWAP_CLUSTER_MAX here (a departure kept from before).
-            let floor = if inactive_lru == Lru::InactiveAnon { 0 } else { SWAP_CLUSTER_MAX };
-            if inactive_lru == Lru::InactiveAnon {
-                let (ia, aa) = (self.nodes[node].lru.lists[inactive_lru as usize].len, self.nodes[node].lru.lists[active_lru as usize].len);
-                let n = (aa >> priority) as usize;
-                if ia < aa && n > 0 {
-                    self.shrink_active_list(cpu, node, active_lru, n);
-                }
-            }
-            let mut to_scan = ((self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize).max(floor);
+        for &(inactive_lru, active_lru) in self.scan_lists(node) {
+            // get_scan_count() scans each list in proportion to its size, size >> priority, with
+            // no floor: a list shorter than 1 << priority pages is not scanned at this priority,
+            // and reclaim goes on to the next node or priority. (4.2 forces SWAP_CLUSTER_MAX only
+            // for kswapd on a zone it found unreclaimable, and for memcg reclaim; 6.18 only for
+            // an offline memcg: neither is modelled.)
+            let mut to_scan = self.enter_list(cpu, node, inactive_lru, active_lru, priority);
             // shrink_lruvec(): direct reclaim at DEF_PRIORITY scans its whole proportional
             // target (`scan_adjusted`, later `proportional_reclaim`; Mel Gorman, 1a501907bbea,
             // 3.16: "it is best to do a batch of work at once"); otherwise it stops once
@@ -633,25 +630,72 @@ impl Sim {
                         break;
                     }
                 }
-                self.kfn_enter(cpu, KFn::ShrinkInactiveList);
-                let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
-                if folios.is_empty() {
-                    self.kfn_exit(cpu);
-                    break;
-                }
-                let taken = folios.len();
-                to_scan = to_scan.saturating_sub(folios.len());
-                let (scanned, before) = (folios.len() as u64, reclaimed);
-                let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+                let Some((taken, r)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
+                to_scan = to_scan.saturating_sub(taken);
                 reclaimed += r;
-                self.trace(cpu, || crate::report::trace_log::TraceEvent::LruShrinkInactive { nid: node as u32, nr_scanned: scanned, nr_reclaimed: reclaimed - before, priority, file: inactive_lru == Lru::InactiveFile });
-                // move_folios_to_lru(): the folios not reclaimed go back under the lock.
-                self.lru_lock_work(cpu, node, taken - r as usize);
-                self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
-                self.kfn_exit(cpu);
             }
         }
         reclaimed
+    }
+
+    /// The start of `shrink_node()`: refill the inactive file list if it is low
+    /// (`inactive_is_low()`, its target `active >> priority` with no floor), then
+    /// `lru_add_drain()` of this CPU (shrink_inactive_list() starts with it).
+    fn shrink_node_begin(&mut self, cpu: CpuId, node: usize, priority: u32) {
+        let lists = self.nodes[node].lru.lists;
+        let (inactive, active) = (lists[Lru::InactiveFile as usize].len, lists[Lru::ActiveFile as usize].len);
+        let gb = ((inactive + active) * 4096) >> 30;
+        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
+        let n = (active >> priority) as usize;
+        if inactive * ratio < active && n > 0 {
+            self.shrink_active_list(cpu, node, Lru::ActiveFile, n);
+        }
+        self.lru_add_drain(cpu);
+    }
+
+    /// Start scanning one list pair at `priority`: refill the inactive anon list from the
+    /// active one when it is the smaller, and return the inactive list's scan target.
+    fn enter_list(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, active_lru: Lru, priority: u32) -> usize {
+        if inactive_lru == Lru::InactiveAnon {
+            let (ia, aa) = (self.nodes[node].lru.lists[inactive_lru as usize].len, self.nodes[node].lru.lists[active_lru as usize].len);
+            let n = (aa >> priority) as usize;
+            if ia < aa && n > 0 {
+                self.shrink_active_list(cpu, node, active_lru, n);
+            }
+        }
+        (self.nodes[node].lru.lists[inactive_lru as usize].len >> priority) as usize
+    }
+
+    /// One `shrink_inactive_list()` call: isolate up to SWAP_CLUSTER_MAX folios (at most
+    /// `to_scan`) from the tail of `inactive_lru`, reclaim what can be, put the rest back.
+    /// Returns (folios isolated, reclaimed), or None when the list had nothing to isolate.
+    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, u64)> {
+        self.kfn_enter(cpu, KFn::ShrinkInactiveList);
+        let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
+        if folios.is_empty() {
+            self.kfn_exit(cpu);
+            return None;
+        }
+        let taken = folios.len();
+        let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+        if r > 0 {
+            // shrink_node(): `if (reclaimable) pgdat->kswapd_failures = 0;`
+            self.nodes[node].kswapd_failures = 0;
+        }
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::LruShrinkInactive { nid: node as u32, nr_scanned: taken as u64, nr_reclaimed: r, priority, file: inactive_lru == Lru::InactiveFile });
+        // move_folios_to_lru(): the folios not reclaimed go back under the lock.
+        self.lru_lock_work(cpu, node, taken - r as usize);
+        self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
+        self.kfn_exit(cpu);
+        Some((taken, r))
+    }
+
+    /// `get_scan_count()`'s lists for a node: file always; anon with free swap or a demotion
+    /// target (`can_reclaim_anon_pages()`, mm/vmscan_demote.rs).
+    fn scan_lists(&self, node: usize) -> &'static [(Lru, Lru)] {
+        const FILE: &[(Lru, Lru)] = &[(Lru::InactiveFile, Lru::ActiveFile)];
+        const BOTH: &[(Lru, Lru)] = &[(Lru::InactiveFile, Lru::ActiveFile), (Lru::InactiveAnon, Lru::ActiveAnon)];
+        if self.swap.nr_free() > 0 || self.can_demote(node as u32) { BOTH } else { FILE }
     }
 
     /// `wakeup_kswapd()` for the nodes an allocation on `nid` may use.
@@ -663,7 +707,8 @@ impl Sim {
             self.reclaim_start = Some((now, irqs));
         }
         for node in 0..self.nodes.len() {
-            if self.nodes[node].nr_free > self.nodes[node].wmark.low {
+            // Balanced enough, or hopeless (kswapd failed MAX_RECLAIM_RETRIES times in a row).
+            if self.nodes[node].nr_free > self.nodes[node].wmark.low || self.nodes[node].kswapd_failures >= MAX_RECLAIM_RETRIES {
                 continue;
             }
             let Some(t) = self.nodes[node].kswapd else { continue };
@@ -707,13 +752,26 @@ impl Sim {
         reclaimed
     }
 
-    /// One step of kswapd for `node` (`balance_pgdat()`): reclaim a batch while the node is
-    /// below its high watermark; true when it is balanced and kswapd may sleep.
-    /// Each step scans at the node's current priority; no progress raises it (towards 0), a
-    /// balanced node resets it to DEF_PRIORITY.
+    /// One step of kswapd for `node` (`balance_pgdat()`); true when kswapd may sleep.
     ///
-    /// The end of the step's last shrink_folio_list() (its flush and the freeing after it) runs
-    /// at the start of kswapd's next step: see [`ReclaimTail`].
+    /// As balance_pgdat() does (4.2 to 6.18): at the top of each pass, stop if the node is
+    /// balanced (`pgdat_balanced()`: the high watermark, WMARK_PROMO with memory tiering);
+    /// else `kswapd_shrink_node()` shrinks the node at the current priority with
+    /// `nr_to_reclaim` = max(high watermark, SWAP_CLUSTER_MAX) pages: each list's target is
+    /// `size >> priority`, and the pass ends when the targets are scanned or `nr_to_reclaim`
+    /// pages are reclaimed (kswapd is not `proportional_reclaim`). After the pass the priority
+    /// drops if it scanned fewer than `nr_to_reclaim` pages or reclaimed none; below 1,
+    /// balance_pgdat() returns, counting a failure if the whole run reclaimed nothing, and
+    /// starts again at DEF_PRIORITY: kswapd sleeps only when the node is balanced, or hopeless
+    /// after MAX_RECLAIM_RETRIES failed runs (then it is not woken until a reclaim from the
+    /// node succeeds; `kswapd_failures` is reset by any). So kswapd
+    /// reclaims past the high watermark by up to a pass, and raises its priority until a pass
+    /// scans a high watermark's worth.
+    ///
+    /// A step is one `shrink_inactive_list()` batch (SWAP_CLUSTER_MAX folios): the pass is
+    /// kept in [`KswapdPass`] between steps, so other CPUs run between kswapd's batches as
+    /// they would. The end of the step's last shrink_folio_list() (its flush and the freeing
+    /// after it) runs at the start of kswapd's next step: see [`ReclaimTail`].
     pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> bool {
         self.kfn_enter(cpu, KFn::Kswapd);
         let r = self.balance_pgdat(cpu, node);
@@ -723,26 +781,87 @@ impl Sim {
 
     fn balance_pgdat(&mut self, cpu: CpuId, node: usize) -> bool {
         let mut tail = self.take_reclaim_tail(cpu);
-        // pgdat_balanced(): WMARK_PROMO with memory tiering on (mm/memory_tiers.rs).
-        let balanced = if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) {
-            self.nodes[node].kswapd_priority = DEF_PRIORITY;
-            true
-        } else {
-            let prio = self.nodes[node].kswapd_priority;
-            let r = self.shrink_node(cpu, node, true, prio, SWAP_CLUSTER_MAX as u64, &mut tail);
-            if r == 0 && prio == 0 {
-                // Nothing reclaimable at the highest priority: give up until woken again.
-                self.finish_reclaim_tail(cpu, &mut tail);
-                self.nodes[node].kswapd_priority = DEF_PRIORITY;
+        let pass = self.nodes[node].kswapd_pass.take();
+        let n = &self.nodes[node];
+        if pass.is_none() && n.kswapd_priority == DEF_PRIORITY && n.kswapd_run_reclaimed == 0 {
+            // A balance_pgdat() run starts (one that finds the node balanced counts too).
+            self.vmstat.count(VmEvent::PAGEOUTRUN);
+        }
+        let pass = match pass {
+            Some(p) => Some(p),
+            // The top of balance_pgdat()'s loop.
+            None if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) => None,
+            None => {
+                let prio = self.nodes[node].kswapd_priority;
+                self.shrink_node_begin(cpu, node, prio);
+                let target = self.nodes[node].wmark.high.max(SWAP_CLUSTER_MAX as u64);
+                Some(KswapdPass { list: 0, to_scan: None, scanned: 0, reclaimed: 0, target })
+            }
+        };
+        let sleep = match pass {
+            None => {
+                let n = &mut self.nodes[node];
+                n.kswapd_priority = DEF_PRIORITY;
+                n.kswapd_run_reclaimed = 0;
                 true
-            } else {
-                if r == 0 {
-                    self.nodes[node].kswapd_priority = prio - 1;
+            }
+            Some(mut pass) => {
+                let prio = self.nodes[node].kswapd_priority;
+                if self.kswapd_pass_batch(cpu, node, prio, &mut pass, &mut tail) {
+                    self.nodes[node].kswapd_pass = Some(pass);
+                    false
+                } else {
+                    let n = &mut self.nodes[node];
+                    n.kswapd_run_reclaimed += pass.reclaimed;
+                    if pass.scanned >= pass.target && pass.reclaimed > 0 {
+                        // The pass did its work at this priority: the next one checks the balance.
+                        false
+                    } else if prio > 1 {
+                        n.kswapd_priority = prio - 1;
+                        false
+                    } else {
+                        // Priority exhausted: balance_pgdat() returns; a run that reclaimed
+                        // nothing counts a failure. kswapd_try_to_sleep() sleeps only on a
+                        // balanced or hopeless node; otherwise balance_pgdat() starts again at
+                        // DEF_PRIORITY.
+                        if n.kswapd_run_reclaimed == 0 {
+                            n.kswapd_failures += 1;
+                        }
+                        n.kswapd_priority = DEF_PRIORITY;
+                        n.kswapd_run_reclaimed = 0;
+                        if n.kswapd_failures >= MAX_RECLAIM_RETRIES {
+                            self.finish_reclaim_tail(cpu, &mut tail);
+                            true
+                        } else {
+                            false
+                        }
+                    }
                 }
-                false
             }
         };
         self.defer_reclaim_tail(cpu, tail);
-        balanced
+        sleep
+    }
+
+    /// One batch of kswapd's pass: true while the pass goes on.
+    fn kswapd_pass_batch(&mut self, cpu: CpuId, node: usize, prio: u32, pass: &mut KswapdPass, tail: &mut ReclaimTail) -> bool {
+        loop {
+            let lists = self.scan_lists(node);
+            let Some(&(inactive_lru, active_lru)) = lists.get(pass.list) else { return false };
+            let to_scan = match pass.to_scan {
+                Some(n) => n,
+                None => self.enter_list(cpu, node, inactive_lru, active_lru, prio),
+            };
+            if to_scan > 0 {
+                if let Some((taken, r)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
+                    pass.scanned += taken as u64;
+                    pass.reclaimed += r;
+                    pass.to_scan = Some(to_scan.saturating_sub(taken));
+                    return pass.reclaimed < pass.target;
+                }
+            }
+            pass.list += 1;
+            pass.to_scan = None;
+        }
     }
 }

@@ -46,6 +46,7 @@ vm_events! {
     PGREFILL => "pgrefill",
     PGROTATED => "pgrotated",
     KSWAPD_WAKEUPS => "kswapd_wakeup",
+    PAGEOUTRUN => "pageoutrun",
     ALLOCSTALL => "allocstall_normal",
     OOM_KILL => "oom_kill",
     // Swap.
