@@ -67,7 +67,7 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result
             if seeds == 0 {
                 return Err(ApiError::Usage("reproduce: seeds must be at least 1".into()));
             }
-            let (out, _) = crate::reproduce::batched_flush::experiment(sets, seeds)?;
+            let (out, _) = crate::reproduce::batched_flush::experiment(sets, seeds, crate::reproduce::batched_flush::DEFAULT_SCALE)?;
             Ok(to_json(&out))
         }
         "vmacache" => {

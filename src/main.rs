@@ -120,7 +120,7 @@ enum Cmd {
         /// BEFORE and AFTER alike, before any --set (batched-flush, numa-delayed-map).
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
-        /// Divide every memory size by K, multiply counts back (numa-delayed-map, luf; default 1).
+        /// Divide every memory size by K, multiply counts back (batched-flush: default 16; numa-delayed-map, luf: default 1).
         #[arg(long, value_name = "K")]
         scale: Option<u64>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).

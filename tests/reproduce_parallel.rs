@@ -21,8 +21,8 @@ fn parallel_batched_flush_runs_come_back_in_job_order_and_identical() {
     // A small machine so that the test takes seconds: two kernels x two seeds, each run a
     // different result, so an order mix-up shows.
     let m = [batched_flush::Machine { name: "test", title: "test", cpus: 2, nodes: 1, sockets: 1, mem_gib: 1 }];
-    let seq = pool(1).install(|| batched_flush::run_all(&m, 2, &[]));
-    let par = pool(3).install(|| batched_flush::run_all(&m, 2, &[]));
+    let seq = pool(1).install(|| batched_flush::run_all(&m, 2, &[], 16));
+    let par = pool(3).install(|| batched_flush::run_all(&m, 2, &[], 16));
     let show = |r: &Vec<[Vec<batched_flush::RunResult>; 2]>| format!("{r:?}");
     assert_eq!(show(&seq), show(&par));
     let [b, a] = &seq[0];

@@ -3,13 +3,18 @@
 //!
 //! Workload, as the spec describes it: one reader process per CPU, each mmapping its own sparse
 //! file of 10 x MemTotal / nr_cpu and reading it page by page (`usemem -f file --readonly`).
+//! usemem's loop reads every 8-byte word of a page (vm-scalability's usemem.c of 2013-2015,
+//! `do_unit()`: `d = p[idx]` for idx in steps of `step` = sizeof(long)): `touch f read words=512`.
+//! On this host that loop takes ~0.5 us of user time per page (usemem of that date, built with
+//! its Makefile's `gcc -O`, on a page-cache-resident sparse file: 0.26-0.29 s user for 2 GiB),
+//! which the model's 512 L1 dTLB hits at `cost.access_ns` = 1 ns reproduce.
 //! The page cache fills memory, then kswapd and direct reclaim evict mapped file pages that
 //! belong to readers running on other CPUs. BEFORE is the linux-4.2 preset (ptep_clear_flush per
 //! page); AFTER is linux-4.3 (TTU_BATCH_FLUSH). Nothing else differs: same machine, same costs.
 //!
 //! Machines: the seed's 4-node, 48-CPU, 64 GB machine (4 sockets x 12 CPUs, one node each) and a
 //! single-socket machine, which the seed does not size: we take 8 CPUs and 16 GB (a typical
-//! single-socket test box of 2015). Sizes are scaled by `SCALE` (memory and file sizes divided
+//! single-socket test box of 2015). Sizes are scaled by `--scale K` (memory and file sizes divided
 //! by it); simulated times are multiplied back by it for the comparison, as the output says.
 //! Run-to-run variation comes from the readers' start times, spread over 1 ms by the seed.
 
@@ -21,8 +26,9 @@ use serde::Serialize;
 use crate::config::{Config, Origin, ThreadSpec};
 use crate::sim::Sim;
 
-/// Memory and file sizes are divided by this; times are multiplied by it.
-pub const SCALE: u64 = 16;
+/// `--scale K` when none is given: memory and file sizes are divided by K, times multiplied by
+/// it. 1 is the seed's size.
+pub const DEFAULT_SCALE: u64 = 16;
 /// Seeds per configuration (elapsed range and stddev are over these).
 pub const SEEDS: u64 = 3;
 
@@ -62,16 +68,16 @@ pub struct RunResult {
     pub lock_pct: f64,
 }
 
-pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String]) -> Result<Config, crate::config::ConfigError> {
-    let mem_per_node_mib = m.mem_gib * 1024 / m.nodes / SCALE;
-    let total_pages = m.mem_gib * 1024 * 256 / SCALE;
+pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) -> Result<Config, crate::config::ConfigError> {
+    let mem_per_node_mib = m.mem_gib * 1024 / m.nodes / scale;
+    let total_pages = m.mem_gib * 1024 * 256 / scale;
     let file_pages = 10 * total_pages / m.cpus;
     let origin = Origin { file: format!("<reproduce batched-flush {}>", m.name), line: 1 };
     let threads = (0..m.cpus)
         .map(|c| ThreadSpec {
             process: c as u32,
             cpu: Some(c as u32),
-            ops: format!("mmap f {file_pages} file:reader{c} sparse shared prot=r\ntouch f read\n"),
+            ops: format!("mmap f {file_pages} file:reader{c} sparse shared prot=r\ntouch f read words=512\n"),
             ops_origin: origin.clone(),
         })
         .collect();
@@ -90,11 +96,11 @@ pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String]) -> Result<Co
     Config::with_threads(&all, threads)
 }
 
-pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String]) -> RunResult {
-    let cfg = config(m, after, seed, sets).expect("checked by the caller");
+pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) -> RunResult {
+    let cfg = config(m, after, seed, sets, scale).expect("checked by the caller");
     let mut sim = Sim::build(&cfg).expect("builds");
     sim.run(|_| {});
-    let s = SCALE as f64;
+    let s = scale as f64;
     let user: u64 = sim.cpus.iter().map(|c| c.stats.user_ns).sum();
     let sys: u64 = sim.cpus.iter().map(|c| c.stats.sys_ns + c.stats.irq_ns).sum();
     let irqs: u64 = sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum();
@@ -146,11 +152,11 @@ fn range(v: &[f64]) -> f64 {
 }
 
 /// All runs of the experiment: `[machine][before/after][seed]`, in parallel ([`super::run_jobs`]).
-pub fn run_all(machines: &[Machine], seeds: u64, sets: &[String]) -> Vec<[Vec<RunResult>; 2]> {
+pub fn run_all(machines: &[Machine], seeds: u64, sets: &[String], scale: u64) -> Vec<[Vec<RunResult>; 2]> {
     let jobs: Vec<(usize, usize, u64)> = (0..machines.len()).flat_map(|m| (0..2).flat_map(move |a| (1..=seeds).map(move |s| (m, a, s)))).collect();
     let bar = indicatif::ProgressBar::new(jobs.len() as u64);
     let mut results: Vec<Option<RunResult>> = super::run_jobs(&jobs, |&(m, a, s)| {
-        let r = run_one(&machines[m], a == 1, s, sets);
+        let r = run_one(&machines[m], a == 1, s, sets, scale);
         bar.inc(1);
         Some(r)
     });
@@ -162,27 +168,36 @@ pub fn run_all(machines: &[Machine], seeds: u64, sets: &[String]) -> Vec<[Vec<Ru
     out
 }
 
-pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64) -> ExitCode {
+pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64, scale: u64) -> ExitCode {
     if seeds == 0 {
         eprintln!("mmsim reproduce: --seeds must be at least 1");
         return ExitCode::from(2);
     }
+    if !(1..=64).contains(&scale) {
+        eprintln!("mmsim reproduce: --scale for batched-flush takes 1 (the seed's 64 GB and 16 GB machines) to 64");
+        return ExitCode::from(2);
+    }
     let t = std::time::Instant::now();
-    super::finish(experiment(sets, seeds), json, || format!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64()))
+    super::finish(experiment(sets, seeds, scale), json, || format!("({} runs in {:.1} s)", 2 * seeds * MACHINES.len() as u64, t.elapsed().as_secs_f64()))
 }
 
 /// The whole experiment: the JSON rows of `--json` and the printed table, without printing
 /// (shared by the command line and `crate::api`). `seeds` must be at least 1.
-pub fn experiment(sets: &[String], seeds: u64) -> Result<(Out, String), crate::config::ConfigError> {
+pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, String), crate::config::ConfigError> {
     use std::fmt::Write as _;
     // Check the user's overrides on their own first, so that an error names their position
     // (--set:1 is the first --set given), then together with the experiment's.
-    Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets))?;
-    let results = run_all(&MACHINES, seeds, sets);
+    Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets, scale))?;
+    let results = run_all(&MACHINES, seeds, sets, scale);
     let mut rows = Vec::new();
     let mut text = String::new();
     writeln!(text, "Seed 002: batched TLB flush after unmapping (linux-4.2 vanilla vs linux-4.3 flushfull)").unwrap();
-    writeln!(text, "Simulated at 1/{SCALE} scale (memory and files divided by {SCALE}; times multiplied by {SCALE}); {seeds} seed(s) per kernel.").unwrap();
+    if scale == 1 {
+        writeln!(text, "Simulated at the seed's size; {seeds} seed(s) per kernel.").unwrap();
+    } else {
+        writeln!(text, "Simulated at 1/{scale} scale (memory and files divided by {scale}; times multiplied by {scale}); {seeds} seed(s) per kernel.").unwrap();
+    }
+    writeln!(text, "Readers: usemem -f FILE --readonly, one per CPU, every 8-byte word of each page (512 loads a page).").unwrap();
     if !sets.is_empty() {
         writeln!(text, "Overrides (both kernels): {}", sets.join(" ")).unwrap();
     }
@@ -215,7 +230,7 @@ pub fn experiment(sets: &[String], seeds: u64) -> Result<(Out, String), crate::c
         writeln!(text, "{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct)).unwrap();
         writeln!(text, "Simulated profile, seed 1 (perf report --children, top 8; vanilla | flushfull):").unwrap();
         for k in 0..8 {
-            let cell = |v: &Vec<RunResult>| v[0].profile.get(k).map(|r| format!("{:>6.2}% {}", 100.0 * r.children_ns as f64 / (v[0].user_s + v[0].system_s).max(1e-9) / 1e9 * SCALE as f64, r.symbol)).unwrap_or_default();
+            let cell = |v: &Vec<RunResult>| v[0].profile.get(k).map(|r| format!("{:>6.2}% {}", 100.0 * r.children_ns as f64 / (v[0].user_s + v[0].system_s).max(1e-9) / 1e9 * scale as f64, r.symbol)).unwrap_or_default();
             writeln!(text, "  {:<45} | {}", cell(b), cell(a)).unwrap();
         }
         writeln!(text).unwrap();
@@ -229,5 +244,5 @@ pub fn experiment(sets: &[String], seeds: u64) -> Result<(Out, String), crate::c
             rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new(s) });
         }
     }
-    Ok((Out { experiment: "batched-flush", scale: SCALE, seeds, rows }, text))
+    Ok((Out { experiment: "batched-flush", scale, seeds, rows }, text))
 }

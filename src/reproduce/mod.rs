@@ -72,10 +72,10 @@ pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64
     cli_scaled(name, json, sets, seeds, None)
 }
 
-/// [`cli`] with `--scale` (numa-delayed-map and luf only).
+/// [`cli`] with `--scale` (batched-flush, numa-delayed-map and luf only).
 pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> ExitCode {
-    if scale.is_some() && name != "numa-delayed-map" && name != "luf" {
-        eprintln!("mmsim reproduce: --scale is supported for numa-delayed-map and luf only");
+    if scale.is_some() && name != "numa-delayed-map" && name != "luf" && name != "batched-flush" {
+        eprintln!("mmsim reproduce: --scale is supported for batched-flush, numa-delayed-map and luf only");
         return ExitCode::from(2);
     }
     if name == "luf" {
@@ -93,7 +93,7 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
         return ExitCode::from(2);
     }
     match name {
-        "batched-flush" => batched_flush::cli(json, sets, seeds.unwrap_or(batched_flush::SEEDS)),
+        "batched-flush" => batched_flush::cli(json, sets, seeds.unwrap_or(batched_flush::SEEDS), scale.unwrap_or(batched_flush::DEFAULT_SCALE)),
         "vmacache" => vmacache::cli(json),
         "hvo" => hvo::cli(json),
         "flush-alternatives" => flush_alternatives::cli(json),
