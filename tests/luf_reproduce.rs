@@ -103,30 +103,36 @@ fn luf_v10_is_neutral_on_writable_private_mappings() {
         let out = sim.run(|_| {});
         Report::from_sim(&sim, out)
     };
-    // The run is chaotic: between seeds the runtime of `off` spans 91-107 ms, and three
-    // deferred folios can move one trajectory by more than 1% (seed 1 with the block device of
-    // 2026-11-23: -1.5%). So the change is averaged over four seeds (measured: -1.5%, -0.05%,
-    // -0.02%, 0%; IRQs -0.9%, -0.01%, +0.01%, 0%).
+    // The run is chaotic: between seeds the runtime of `off` spans 78-170 ms, and one deferred
+    // folio can tip a trajectory between more direct reclaim and more kswapd work (seed 2: one
+    // folio deferred, 11% fewer pages swapped, runtime -7.7%, IRQs -0.8%). Measured over seeds
+    // 1..=16 on 2026-11-26: nine seeds change by under 0.0005%, six by 0.03-0.47%, seed 2 by
+    // 7.7%; mean absolute change 0.52%. Four seeds, as this test had, let one outlier decide, so
+    // the change is averaged over sixteen (run in parallel).
+    use rayon::prelude::*;
     let change = |a: f64, b: f64| (b - a).abs() / a.max(1.0);
-    let (mut d_irq, mut d_rt, mut deferred_all) = (0.0, 0.0, 0);
-    const SEEDS: u32 = 4;
-    for seed in 1..=SEEDS {
-        let (off, v10) = (run(luf::Kernel::Off, seed), run(luf::Kernel::V10, seed));
-        let c = |r: &Report, k: &str| r.counters.get(k).copied().unwrap_or(0);
-        let irqs = |r: &Report| r.per_cpu.tlb_shootdowns.iter().sum::<u64>() as f64;
-        // Under pressure: demotion and swap-out both ran.
-        assert!(c(&off, "pgdemote_direct") + c(&off, "pgdemote_kswapd") > 1000 && c(&off, "pswpout") > 1000, "seed {seed}: demoted {} swapped {}", c(&off, "pgdemote_direct"), c(&off, "pswpout"));
-        // Nearly nothing is deferred: a writable private PTE is read-only only after a
-        // NUMA-hinted (PROT_NONE) anon folio is migrated (remove_migration_pte() maps it without
-        // the write bit, as Linux does since 6.3) and before its next write, and such a folio is
-        // reclaimed clean only if it came back from swap on a read.
-        let deferred = c(&v10, "luf_deferred_folios");
-        assert!(deferred < c(&v10, "pswpout") / 100, "seed {seed}: {deferred} folios deferred");
-        deferred_all += deferred;
-        d_irq += change(irqs(&off), irqs(&v10)) / SEEDS as f64;
-        d_rt += change(off.time.elapsed_ns as f64, v10.time.elapsed_ns as f64) / SEEDS as f64;
-        eprintln!("neutrality, seed {seed}: IRQs {} -> {}, runtime {} -> {} ns, {deferred} folios deferred", irqs(&off), irqs(&v10), off.time.elapsed_ns, v10.time.elapsed_ns);
-    }
+    const SEEDS: u32 = 16;
+    let per_seed: Vec<(f64, f64, u64)> = (1..=SEEDS)
+        .into_par_iter()
+        .map(|seed| {
+            let (off, v10) = (run(luf::Kernel::Off, seed), run(luf::Kernel::V10, seed));
+            let c = |r: &Report, k: &str| r.counters.get(k).copied().unwrap_or(0);
+            let irqs = |r: &Report| r.per_cpu.tlb_shootdowns.iter().sum::<u64>() as f64;
+            // Under pressure: demotion and swap-out both ran.
+            assert!(c(&off, "pgdemote_direct") + c(&off, "pgdemote_kswapd") > 1000 && c(&off, "pswpout") > 1000, "seed {seed}: demoted {} swapped {}", c(&off, "pgdemote_direct"), c(&off, "pswpout"));
+            // Nearly nothing is deferred: a writable private PTE is read-only only after a
+            // NUMA-hinted (PROT_NONE) anon folio is migrated (remove_migration_pte() maps it
+            // without the write bit, as Linux does since 6.3) and before its next write, and
+            // such a folio is reclaimed clean only if it came back from swap on a read.
+            let deferred = c(&v10, "luf_deferred_folios");
+            assert!(deferred < c(&v10, "pswpout") / 100, "seed {seed}: {deferred} folios deferred");
+            eprintln!("neutrality, seed {seed}: IRQs {} -> {}, runtime {} -> {} ns, {deferred} folios deferred", irqs(&off), irqs(&v10), off.time.elapsed_ns, v10.time.elapsed_ns);
+            (change(irqs(&off), irqs(&v10)), change(off.time.elapsed_ns as f64, v10.time.elapsed_ns as f64), deferred)
+        })
+        .collect();
+    let mean = |f: fn(&(f64, f64, u64)) -> f64| per_seed.iter().map(f).sum::<f64>() / SEEDS as f64;
+    let (d_irq, d_rt) = (mean(|p| p.0), mean(|p| p.1));
+    let deferred_all: u64 = per_seed.iter().map(|p| p.2).sum();
     assert!(d_irq < 0.01, "shootdown IRQs change by {:.2}% on average ({deferred_all} folios deferred)", d_irq * 100.0);
     assert!(d_rt < 0.01, "runtime changes by {:.2}% on average ({deferred_all} folios deferred)", d_rt * 100.0);
 }
