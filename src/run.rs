@@ -111,6 +111,7 @@ impl Sim {
             vmacache: Default::default(),
             reclaim_tail: None,
             numa: Default::default(),
+            exit_ns: None,
         });
         tid
     }
@@ -684,6 +685,7 @@ impl Sim {
             }
         }
         self.task_mut(t).state = TaskState::Dead;
+        self.task_mut(t).exit_ns = Some(self.now(cpu));
         self.stop_counting(t);
         if let Some(p) = self.task(t).parent {
             let all_dead = self.task(p).children.iter().all(|&c| self.task(c).state == TaskState::Dead);

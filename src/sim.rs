@@ -279,6 +279,9 @@ pub struct Task {
     pub reclaim_tail: Option<Box<crate::mm::vmscan::ReclaimTail>>,
     /// NUMA balancing per-task state (kernel/sched/numa_balancing.rs).
     pub numa: crate::kernel::numa_balancing::TaskNuma,
+    /// Simulated time of `do_exit()`, once the task has exited (a reader's finish time in
+    /// `reproduce batched-flush`).
+    pub exit_ns: Option<Ns>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
