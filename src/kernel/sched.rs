@@ -3,7 +3,10 @@
 //! task), and `context_switch()` → `switch_mm_irqs_off()` / `enter_lazy_tlb()`.
 //!
 //! Departures: no CFS/EEVDF virtual time or load tracking; wake-up placement prefers the
-//! previous CPU if idle, then the lowest-numbered idle CPU allowed, else the previous CPU.
+//! previous CPU if idle, then the lowest-numbered idle CPU allowed, else the previous CPU;
+//! no periodic load balancing between busy CPUs, so a kernel thread woken on a CPU whose task
+//! never sleeps (kswapd beside a reader in `reproduce batched-flush`) shares that CPU with it
+//! for as long as no CPU goes idle, where Linux would spread the load over all busy CPUs.
 
 use crate::engine::EventKind;
 use crate::sim::{Sim, TaskState};
