@@ -63,6 +63,18 @@ fn luf_reproduction_shape_and_determinism() {
     assert_eq!(v["runs"].as_array().unwrap().len(), 3);
     assert!(v.get("seeds").is_none() && rows.iter().all(|r| r.get("per_seed").is_none()), "one run per kernel: no per-seed figures");
     assert!(text.contains("tlb_shootdown_irqs"), "{text}");
+    // `reproduce all`'s summary rows: issue 12's bands on the v10 figures just computed.
+    let checks = luf::checks(&out);
+    let names: Vec<&str> = checks.iter().map(|c| c.metric.as_str()).collect();
+    assert_eq!(names, ["tlb_shootdown_irqs reduction % (v10)", "tlb_flush_events reduction % (v10)", "itlb_load_misses reduction % (v10)", "dTLB store minus load miss reduction (points)", "runtime reduction % (v10)"]);
+    let red = |b: f64, a: f64| 100.0 * (b - a) / b;
+    assert!((checks[0].simulated - red(sim("tlb_shootdown_irqs", "before"), sim("tlb_shootdown_irqs", "after"))).abs() < 1e-9);
+    assert!((checks[0].published.unwrap() - red(12_512_508_160.0, 569_270_346.0)).abs() < 1e-9);
+    // The seed's own figures sit in its bands: -57% store against -24% load, -5% runtime.
+    assert!(checks[3].band.contains(checks[3].published.unwrap()) && checks[4].band.contains(checks[4].published.unwrap()));
+    for c in &checks {
+        assert_eq!(c.agrees, c.band.contains(c.simulated), "{}", c.metric);
+    }
 
     // Determinism: the same experiment on a one-thread pool (the sequential run).
     let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();

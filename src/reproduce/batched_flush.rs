@@ -31,6 +31,8 @@ use crate::sim::Sim;
 pub const DEFAULT_SCALE: u64 = 16;
 /// Seeds per configuration (elapsed range and stddev are over these).
 pub const SEEDS: u64 = 3;
+/// The largest `--scale`: 1/64 keeps 1 GB on the 4-node machine and 256 MB on the single socket.
+pub const MAX_SCALE: u64 = 64;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Machine {
@@ -181,8 +183,8 @@ pub fn cli(json: Option<PathBuf>, sets: &[String], seeds: u64, scale: u64) -> Ex
         eprintln!("mmsim reproduce: --seeds must be at least 1");
         return ExitCode::from(2);
     }
-    if !(1..=64).contains(&scale) {
-        eprintln!("mmsim reproduce: --scale for batched-flush takes 1 (the seed's 64 GB and 16 GB machines) to 64");
+    if !(1..=MAX_SCALE).contains(&scale) {
+        eprintln!("mmsim reproduce: --scale for batched-flush takes 1 (the seed's 64 GB and 16 GB machines) to {MAX_SCALE}");
         return ExitCode::from(2);
     }
     let t = std::time::Instant::now();
@@ -257,4 +259,69 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
         }
     }
     Ok((Out { experiment: "batched-flush", scale, seeds, rows }, text))
+}
+
+/// The headline figures against issue 11's bands ("Done when"): the elapsed gain on each machine
+/// (4-node 14-34%, single socket 10-29%, the single socket's smaller), system time per reclaimed
+/// page before the patch within 2x of the published, and the TLB IRQ reduction at least 70%.
+pub fn checks(out: &Out) -> Vec<super::summary::Check> {
+    use super::summary::{reduction_pct, Band, Check};
+    const ISSUE: &str = "issue 11";
+    let row = |machine: &str, metric: &str| out.rows.iter().find(|r| r.machine.starts_with(machine) && r.metric == metric).expect("a row of experiment()");
+    let gain = |p: &Pair| reduction_pct(p.before, p.after);
+    let (e4, e1) = (row("4-node", "elapsed_s"), row("1-socket", "elapsed_s"));
+    let mut c = vec![
+        Check::new("batched-flush", "4-node elapsed reduction %", Some(gain(&e4.published)), gain(&e4.simulated), Band::Range { lo: 14.0, hi: 34.0 }, ISSUE),
+        Check::new("batched-flush", "1-socket elapsed reduction %", Some(gain(&e1.published)), gain(&e1.simulated), Band::Range { lo: 10.0, hi: 29.0 }, ISSUE),
+        Check::new("batched-flush", "1-socket minus 4-node reduction (points)", Some(gain(&e1.published) - gain(&e4.published)), gain(&e1.simulated) - gain(&e4.simulated), Band::Below { hi: 0.0 }, ISSUE),
+    ];
+    let sp = row("4-node", "system_us_per_reclaimed_page");
+    c.push(Check::new("batched-flush", "4-node system us/reclaimed page, before", Some(sp.published.before), sp.simulated.before, Band::within_factor(sp.published.before, 2.0), ISSUE));
+    for m in ["4-node", "1-socket"] {
+        let r = row(m, "tlb_irqs_per_s");
+        c.push(Check::new("batched-flush", format!("{m} TLB IRQ/s reduction %"), Some(gain(&r.published)), gain(&r.simulated), Band::AtLeast { lo: 70.0 }, ISSUE));
+    }
+    c
+}
+
+#[cfg(test)]
+mod checks_tests {
+    use super::*;
+
+    /// An `Out` whose simulated figures are `sim(published)` of each metric.
+    fn out(sim: impl Fn(&str, f64) -> f64) -> Out {
+        let mut rows = Vec::new();
+        for (mi, m) in MACHINES.iter().enumerate() {
+            let [b, a] = PUBLISHED[mi];
+            let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
+            for (metric, p) in [("elapsed_s", (b.0, a.0)), ("tlb_irqs_per_s", (b.6, a.6)), ("system_us_per_reclaimed_page", (b.4 / pages_read * 1e6, a.4 / pages_read * 1e6))] {
+                rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new((sim(metric, p.0), sim(metric, p.1))) });
+            }
+        }
+        Out { experiment: "batched-flush", scale: 16, seeds: 3, rows }
+    }
+
+    #[test]
+    fn the_seeds_own_figures_sit_in_issue_11s_bands() {
+        let c = checks(&out(|_, x| x));
+        assert_eq!(c.len(), 6);
+        for k in &c {
+            assert!(k.agrees, "{k:?}");
+            assert_eq!(k.published, Some(k.simulated), "{}", k.metric);
+        }
+        assert!((c[0].simulated - 100.0 * (159.62 - 120.68) / 159.62).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_gain_outside_its_band_misses() {
+        // The AFTER kernel 40% faster than BEFORE on both machines: above both bands, and the
+        // single socket no longer gains less than the 4-node machine.
+        let mut o = out(|_, x| x);
+        for r in o.rows.iter_mut().filter(|r| r.metric == "elapsed_s") {
+            r.simulated.after = r.simulated.before * 0.6;
+        }
+        let c = checks(&o);
+        assert!(!c[0].agrees && !c[1].agrees && !c[2].agrees, "{c:?}");
+        assert!((c[0].simulated - 40.0).abs() < 1e-9 && c[2].simulated.abs() < 1e-9);
+    }
 }

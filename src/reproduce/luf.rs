@@ -363,6 +363,28 @@ fn published() -> Vec<(&'static str, Option<Published>)> {
     ]
 }
 
+/// The largest `--scale` (one layer of 1/1024 the width, see [`layers`]).
+pub const MAX_SCALE: u64 = 1024;
+
+/// The headline figures against issue 12's bands ("Done when"), for v10 (the AFTER the seed
+/// measured): shootdown IRQs and tlb_flush events down at least 85%, iTLB misses down at least
+/// 50%, dTLB store misses down more than dTLB load misses, runtime down 1-10%.
+pub fn checks(out: &Out) -> Vec<super::summary::Check> {
+    use super::summary::{reduction_pct, Band, Check};
+    const ISSUE: &str = "issue 12";
+    let row = |metric: &str| out.rows.iter().find(|r| r.metric == metric).expect("a row of experiment()");
+    let pubd = |metric: &str| row(metric).published.as_ref().map(|p| reduction_pct(p.before, p.after));
+    let sim = |metric: &str| reduction_pct(row(metric).simulated.before, row(metric).simulated.after);
+    let mut c: Vec<Check> = [("tlb_shootdown_irqs", 85.0), ("tlb_flush_events", 85.0), ("itlb_load_misses", 50.0)]
+        .into_iter()
+        .map(|(m, lo)| Check::new("luf", format!("{m} reduction % (v10)"), pubd(m), sim(m), Band::AtLeast { lo }, ISSUE))
+        .collect();
+    let dtlb = |f: &dyn Fn(&str) -> Option<f64>| Some(f("dtlb_store_misses")? - f("dtlb_load_misses")?);
+    c.push(Check::new("luf", "dTLB store minus load miss reduction (points)", dtlb(&pubd), dtlb(&|m| Some(sim(m))).expect("simulated"), Band::Above { lo: 0.0 }, ISSUE));
+    c.push(Check::new("luf", "runtime reduction % (v10)", pubd("runtime_s"), sim("runtime_s"), Band::Range { lo: 1.0, hi: 10.0 }, ISSUE));
+    c
+}
+
 fn value(r: &RunResult, metric: &str) -> f64 {
     match metric {
         "tlb_flush_events" => r.tlb_flush_events,
@@ -549,8 +571,8 @@ pub fn experiment_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Resu
 }
 
 pub fn cli(json: Option<PathBuf>, sets: &[String], scale: u64, seeds: Option<u64>) -> ExitCode {
-    if !(1..=1024).contains(&scale) {
-        eprintln!("mmsim reproduce: --scale must be 1..=1024");
+    if !(1..=MAX_SCALE).contains(&scale) {
+        eprintln!("mmsim reproduce: --scale for luf takes 1 (the seed's 42 GB DRAM + 98 GB CXL) to {MAX_SCALE}");
         return ExitCode::from(2);
     }
     if seeds.is_some_and(|n| !(1..=100).contains(&n)) {

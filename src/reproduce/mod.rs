@@ -6,6 +6,7 @@ pub mod flush_alternatives;
 pub mod hvo;
 pub mod luf;
 pub mod numa_delayed_map;
+pub mod summary;
 pub mod vmacache;
 
 use std::path::PathBuf;
@@ -100,8 +101,9 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
         _ => {
             eprintln!("mmsim reproduce: unknown experiment '{name}'; available:");
             for (n, d) in EXPERIMENTS {
-                eprintln!("  {n:<14} {d}");
+                eprintln!("  {n:<18} {d}");
             }
+            eprintln!("  {:<18} the five seeds' experiments in turn, then one summary table", "all");
             ExitCode::from(2)
         }
     }

@@ -161,6 +161,27 @@ pub fn render(t: &Table) -> String {
     s
 }
 
+/// The headline figures against issue 4's bands ("Done when"): ebizzy's hit rate below 5% with
+/// the mm cache and above 95% per thread; per-thread beats the mm cache by at least 10 points
+/// on boot, kernel build and database.
+pub fn checks(t: &Table) -> Vec<super::summary::Check> {
+    use super::summary::{Band, Check};
+    const ISSUE: &str = "issue 4";
+    let row = |w: &str| t.rows.iter().find(|r| r.workload == w && r.metric == "hit_rate_pct").expect("a row of table()");
+    let sim = |p: Option<f64>| p.expect("simulated hit rate");
+    let e = row("ebizzy");
+    let mut c = vec![
+        Check::new("vmacache", "ebizzy hit rate %, mm->mmap_cache", e.published.before, sim(e.simulated.before), Band::Below { hi: 5.0 }, ISSUE),
+        Check::new("vmacache", "ebizzy hit rate %, per-thread", e.published.after, sim(e.simulated.after), Band::Above { lo: 95.0 }, ISSUE),
+    ];
+    for w in ["boot", "kbuild", "database"] {
+        let r = row(w);
+        let publ = r.published.before.zip(r.published.after).map(|(b, a)| a - b);
+        c.push(Check::new("vmacache", format!("{w} hit rate gain (points)"), publ, sim(r.simulated.after) - sim(r.simulated.before), Band::AtLeast { lo: 10.0 }, ISSUE));
+    }
+    c
+}
+
 pub fn cli(json: Option<PathBuf>) -> ExitCode {
     let traces: Vec<String> = TRACES.iter().filter(|p| std::path::Path::new(p).exists()).map(|p| p.to_string()).collect();
     if traces.len() < TRACES.len() {
