@@ -378,40 +378,66 @@ impl Sim {
             // accesses as below, with `Sim::access`'s L1 hit path inlined and the CPU, ASID and
             // hit cost looked up once (an L1 hit changes only this CPU's clock, counters and
             // LRU stamps; anything else goes through the same slow path as `access`).
-            if self.oracle.is_none() && (st.text.1 == 0 || st.fetches_per_access <= 0.0) {
+            // Not with `workload.thin` > 1: the general loop charges each access as `thin`.
+            if self.oracle.is_none() && (st.text.1 == 0 || st.fetches_per_access <= 0.0) && st.thin == 1 {
+                use crate::hw::tlb::L1dProbe;
                 let mut asid = self.cpus[ci].tlbstate.loaded_mm_asid;
                 let hit_ns = self.p.hit_l1_ns;
-                for _ in 0..4096 {
-                    if st.remaining == 0 {
-                        return StepResult::Exit;
-                    }
-                    st.remaining -= 1;
-                    let (page, write) = st.next_access();
-                    let vpn = st.region.0 + page;
+                let mut left = 4096u32;
+                loop {
+                    // A run of L1 hits with the CPU borrowed once and its clock and counters in
+                    // locals, written back before anything else can read them (the slow path,
+                    // the end of the step). The same accesses, in the same order, as one at a
+                    // time.
                     let c = &mut self.cpus[ci];
-                    if write { c.stats.dtlb_stores += 1 } else { c.stats.dtlb_loads += 1 }
-                    let r = match c.tlb.probe_l1d(asid, vpn, write) {
-                        crate::hw::tlb::L1dProbe::Hit => {
-                            c.clock += hit_ns;
-                            c.stats.user_ns += hit_ns;
-                            if c.clock > stop {
+                    let (mut clock, mut user, mut loads, mut stores) = (c.clock, c.stats.user_ns, 0u64, 0u64);
+                    let mut slow = None;
+                    let mut exit = false;
+                    let mut prng = st.prng.clone();
+                    while left > 0 {
+                        if st.remaining == 0 {
+                            exit = true;
+                            break;
+                        }
+                        st.remaining -= 1;
+                        left -= 1;
+                        let (page, write) = st.next_access_with(&mut prng);
+                        let vpn = st.region.0 + page;
+                        // Branch-free: writes are drawn at random, so a branch here mispredicts.
+                        stores += write as u64;
+                        loads += !write as u64;
+                        match c.tlb.probe_l1d(asid, vpn, write) {
+                            L1dProbe::Hit => {
+                                clock += hit_ns;
+                                user += hit_ns;
+                                if clock > stop {
+                                    left = 0;
+                                }
+                            }
+                            p => {
+                                slow = Some((vpn, write, p == L1dProbe::Miss));
                                 break;
                             }
-                            continue;
                         }
-                        crate::hw::tlb::L1dProbe::Miss => self.access_slow_from(cpu, mm, vpn, write, false, true),
-                        crate::hw::tlb::L1dProbe::Slow => self.access_slow_from(cpu, mm, vpn, write, false, false),
-                    };
-                    if let Err(e) = r {
+                    }
+                    st.prng = prng;
+                    c.clock = clock;
+                    c.stats.user_ns = user;
+                    c.stats.dtlb_loads += loads;
+                    c.stats.dtlb_stores += stores;
+                    if exit {
+                        return StepResult::Exit;
+                    }
+                    let Some((vpn, write, l1_4k_missed)) = slow else { return StepResult::Continue };
+                    if let Err(e) = self.access_slow_from(cpu, mm, vpn, write, false, l1_4k_missed) {
                         return self.fault_kill(t, prog, 0, e);
                     }
                     // Re-read the ASID after kernel work, as `access` does on every call.
                     asid = self.cpus[ci].tlbstate.loaded_mm_asid;
-                    if self.step_ends(ci, stop) {
-                        break;
+                    if left == 0 || self.step_ends(ci, stop) {
+                        return StepResult::Continue;
                     }
                 }
-                return StepResult::Continue;
             }
         }
         for _ in 0..4096 {

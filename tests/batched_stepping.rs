@@ -2,7 +2,9 @@
 //! exactly what stepping every access through `Sim::access` gives (issue 13, item 2). With the
 //! stale-TLB oracle on, every access goes one by one through the full path (`Sim::access`'s
 //! slow path, where the oracle checks it) and the fast loop is off; the oracle never changes
-//! the model, so both runs must end with the same clocks, counters and vmstat.
+//! the model, so both runs must end with the same clocks, counters and vmstat. With
+//! `workload.thin` > 1 each access is charged as that many (the fast loop must leave those to
+//! the general one).
 
 use mmsim::config::Config;
 use mmsim::sim::Sim;
@@ -31,6 +33,7 @@ proptest! {
         read_pct in 0u64..=100,
         pattern in prop::sample::select(vec!["uniform", "normal", "sequential"]),
         accesses in 1u64..30_000,
+        thin in prop::sample::select(vec![1u64, 1, 7]),
     ) {
         let sets: Vec<String> = vec![
             format!("run.seed={seed}"),
@@ -44,6 +47,7 @@ proptest! {
             format!("workload.pattern={pattern}"),
             format!("workload.accesses_per_thread={accesses}"),
             "workload.text_pages=0".into(),
+            format!("workload.thin={thin}"),
         ];
         let fast = run(&sets, false);
         let slow = run(&sets, true);

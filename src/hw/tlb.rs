@@ -155,20 +155,28 @@ impl SetAssoc {
 
     /// The next use stamp. On wrap-around (after 2^32 uses of this array) the stamps are
     /// renumbered by their order within each set, which keeps every set's LRU order.
-    #[inline]
+    #[inline(always)]
     fn next_tick(&mut self) -> u32 {
         self.tick = self.tick.wrapping_add(1);
         if self.tick == 0 {
-            for set in self.stamp.chunks_mut(self.ways) {
-                let mut order: Vec<usize> = (0..set.len()).collect();
-                order.sort_by_key(|&i| set[i]);
-                for (rank, i) in order.into_iter().enumerate() {
-                    set[i] = rank as u32 + 1;
-                }
-            }
-            self.tick = self.ways as u32 + 1;
+            self.renumber();
         }
         self.tick
+    }
+
+    /// [`SetAssoc::next_tick`]'s wrap-around, once per 2^32 uses: kept out of line so that the
+    /// hit path inlines the increment alone.
+    #[cold]
+    #[inline(never)]
+    fn renumber(&mut self) {
+        for set in self.stamp.chunks_mut(self.ways) {
+            let mut order: Vec<usize> = (0..set.len()).collect();
+            order.sort_by_key(|&i| set[i]);
+            for (rank, i) in order.into_iter().enumerate() {
+                set[i] = rank as u32 + 1;
+            }
+        }
+        self.tick = self.ways as u32 + 1;
     }
 
     /// Look up and, on a hit, make the entry MRU. Returns the entry.
@@ -185,9 +193,19 @@ impl SetAssoc {
         // The last matching way, as before the tags were split out (a tag is in a set at most
         // once, so first and last are the same way).
         let mut hit = usize::MAX;
-        for (i, &t) in self.tags[base..base + self.ways].iter().enumerate() {
-            if t == tag {
-                hit = i;
+        if self.ways == 4 {
+            // The L1 dTLB's and most arrays' associativity, unrolled (the hit path).
+            let w: &[u64; 4] = self.tags[base..base + 4].try_into().expect("4 ways");
+            for (i, &t) in w.iter().enumerate() {
+                if t == tag {
+                    hit = i;
+                }
+            }
+        } else {
+            for (i, &t) in self.tags[base..base + self.ways].iter().enumerate() {
+                if t == tag {
+                    hit = i;
+                }
             }
         }
         if hit == usize::MAX {
@@ -307,7 +325,7 @@ impl CpuTlb {
     #[inline(always)]
     pub fn hit_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> bool {
         let tag = tag_4k(asid, vpn);
-        let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        let need = (F_WRITE | F_DIRTY) * write as u8;
         self.l1d_4k.sync(tag, &self.ep);
         match self.l1d_4k.probe(tag) {
             Some(i) => self.l1d_4k.entries[i].flags & need == need,
@@ -321,7 +339,7 @@ impl CpuTlb {
     #[inline(always)]
     pub fn probe_l1d(&mut self, asid: u16, vpn: u64, write: bool) -> L1dProbe {
         let tag = tag_4k(asid, vpn);
-        let need = if write { F_WRITE | F_DIRTY } else { 0 };
+        let need = (F_WRITE | F_DIRTY) * write as u8;
         self.l1d_4k.sync(tag, &self.ep);
         match self.l1d_4k.probe(tag) {
             Some(i) if self.l1d_4k.entries[i].flags & need == need => L1dProbe::Hit,

@@ -36,13 +36,24 @@ impl SynthState {
     /// The next data access: (page index in the region, write?).
     #[inline(always)]
     pub fn next_access(&mut self) -> (u64, bool) {
+        let mut prng = self.prng.clone();
+        let r = self.next_access_with(&mut prng);
+        self.prng = prng;
+        r
+    }
+
+    /// [`SynthState::next_access`] drawing from `prng`, a copy of `self.prng` that the caller
+    /// holds in a local over a run of accesses and writes back after it (the hit loop of
+    /// `Sim::step_synth`): the same draws in the same order.
+    #[inline(always)]
+    pub fn next_access_with(&mut self, prng: &mut Prng) -> (u64, bool) {
         if self.init.0 < self.init.1 {
             self.init.0 += 1;
             return (self.init.0 - 1, true);
         }
         let pages = self.region.1;
         let page = match self.pattern {
-            Pattern::Uniform => self.prng.below(pages),
+            Pattern::Uniform => prng.below(pages),
             Pattern::Sequential => {
                 let p = self.seq_cursor;
                 self.seq_cursor = (self.seq_cursor + 1) % pages;
@@ -51,11 +62,11 @@ impl SynthState {
             // pmbench's normal_get_number(): mean n/2, stdev the shape in pages; a draw outside
             // [0, n) is replaced by n/2 (pattern.c), not clamped to the edge.
             Pattern::Normal => {
-                let x = (pages / 2) as f64 + self.prng.normal() * self.sigma;
+                let x = (pages / 2) as f64 + prng.normal() * self.sigma;
                 if x >= 0.0 && x < pages as f64 { x as u64 } else { pages / 2 }
             }
         };
-        let write = self.prng.below(100) >= self.read_pct;
+        let write = prng.below(100) >= self.read_pct;
         (page, write)
     }
 
