@@ -117,10 +117,10 @@ pub fn render(checks: &[Check]) -> String {
     let mut s = String::new();
     let agree = checks.iter().filter(|c| c.agrees).count();
     writeln!(s, "== Summary: {agree} of {} headline figures within their bands ==", checks.len()).unwrap();
-    writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<16} {:<8} source", "experiment", "metric", "published", "simulated", "band", "verdict").unwrap();
+    writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<20} {:<8} source", "experiment", "metric", "published", "simulated", "band", "verdict").unwrap();
     for c in checks {
         let p = c.published.map(num).unwrap_or_else(|| "-".into());
-        writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<16} {:<8} {}", c.experiment, c.metric, p, num(c.simulated), c.band.describe(), if c.agrees { "agrees" } else { "MISSES" }, c.source).unwrap();
+        writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<20} {:<8} {}", c.experiment, c.metric, p, num(c.simulated), c.band.describe(), if c.agrees { "agrees" } else { "MISSES" }, c.source).unwrap();
     }
     s
 }
