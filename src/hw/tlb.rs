@@ -97,6 +97,19 @@ pub struct SetAssoc {
     checked: Vec<u32>,
 }
 
+/// Use stamps renumbered by their order within each set of `ways` (1 = LRU), which keeps every
+/// set's LRU order: a wrapped-around tick's new start. Returns the next tick to hand out.
+pub(crate) fn renumber_stamps(stamp: &mut [u32], ways: usize) -> u32 {
+    for set in stamp.chunks_mut(ways) {
+        let mut order: Vec<usize> = (0..set.len()).collect();
+        order.sort_by_key(|&i| set[i]);
+        for (rank, i) in order.into_iter().enumerate() {
+            set[i] = rank as u32 + 1;
+        }
+    }
+    ways as u32 + 1
+}
+
 impl SetAssoc {
     /// `entries` must be a multiple of `ways` and the set count a power of two
     /// (a non-power-of-two set count is rounded down, as no real TLB has one).
@@ -169,14 +182,7 @@ impl SetAssoc {
     #[cold]
     #[inline(never)]
     fn renumber(&mut self) {
-        for set in self.stamp.chunks_mut(self.ways) {
-            let mut order: Vec<usize> = (0..set.len()).collect();
-            order.sort_by_key(|&i| set[i]);
-            for (rank, i) in order.into_iter().enumerate() {
-                set[i] = rank as u32 + 1;
-            }
-        }
-        self.tick = self.ways as u32 + 1;
+        self.tick = renumber_stamps(&mut self.stamp, self.ways);
     }
 
     /// Look up and, on a hit, make the entry MRU. Returns the entry.

@@ -1,6 +1,6 @@
 //! The TLB model as it was before lazy whole-context flushes (src/hw/tlb.rs at commit 29c8beb,
-//! verbatim but for this header and the `use` lines): every `flush_asid` / `flush_all` walks
-//! every entry. Test-only: `tlb.rs`'s proptest runs random operation sequences through both
+//! verbatim but for this header, the `use` lines and the stamp renumbering it shares): every
+//! `flush_asid` / `flush_all` walks every entry. Test-only: `tlb.rs`'s proptest runs random operation sequences through both
 //! and requires the same results and the same contents of every way.
 #![allow(dead_code)]
 
@@ -48,14 +48,7 @@ impl SetAssoc {
     fn next_tick(&mut self) -> u32 {
         self.tick = self.tick.wrapping_add(1);
         if self.tick == 0 {
-            for set in self.stamp.chunks_mut(self.ways) {
-                let mut order: Vec<usize> = (0..set.len()).collect();
-                order.sort_by_key(|&i| set[i]);
-                for (rank, i) in order.into_iter().enumerate() {
-                    set[i] = rank as u32 + 1;
-                }
-            }
-            self.tick = self.ways as u32 + 1;
+            self.tick = crate::hw::tlb::renumber_stamps(&mut self.stamp, self.ways);
         }
         self.tick
     }
