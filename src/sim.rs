@@ -49,10 +49,11 @@ pub mod pg {
 /// | mapping    | anon_vma id (ANON) or file id (FILE)      | fault paths; cleared on free           |
 /// | index      | pgoff (file) or vpn (anon, linear_page_index) | fault paths                        |
 /// | last_cpupid | last NUMA hint fault's (cpu, pid), 0 = unset (`page_cpupid_last`) | do_numa_page, alloc, migration |
+///
+/// The node is not stored: [`Sim::pfn_to_nid`] computes it from the pfn (`pfn_to_nid()`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Frame {
     pub flags: u16,
-    pub node: u16,
     pub refcount: u32,
     pub mapcount: i32,
     pub mapping: u32,
@@ -67,6 +68,48 @@ pub struct Frame {
     /// LUF (mm/luf.rs): the v10 unmap generation or v12 `luf_key` a free page carries while
     /// its flush is deferred (0 = none). Kept while free, cleared when allocated.
     pub luf: u16,
+}
+
+/// `pfn_to_nid()` for the simulated machine: nodes are contiguous pfn ranges in id order
+/// ([`Sim::new`]: the nodes with CPUs, then the memory-only ones), and a frame does not store
+/// its node. As SPARSEMEM's `section_to_node_table`, a table indexed by `pfn >> shift` names
+/// the node of each section's first frame; a section is no larger than the smallest node, so
+/// at most one node boundary falls inside it, and one compare with that node's end settles
+/// the pfns past it. Two L1-resident loads and a compare, no division.
+#[derive(Clone, Debug, Default)]
+pub struct NodeMap {
+    shift: u32,
+    /// The node of each section's first pfn.
+    first: Box<[u16]>,
+    /// The end (exclusive) pfn of each node.
+    end: Box<[u32]>,
+}
+
+impl NodeMap {
+    /// From the nodes' `(start_pfn, nr_pages)` in id order: contiguous from pfn 0, none empty.
+    pub fn new(nodes: impl IntoIterator<Item = (u32, u32)>) -> NodeMap {
+        let mut end = Vec::new();
+        let mut min = u32::MAX;
+        for (start, nr) in nodes {
+            assert!(nr > 0 && start == end.last().copied().unwrap_or(0), "nodes are contiguous pfn ranges from 0, each with memory");
+            end.push(start + nr);
+            min = min.min(nr);
+        }
+        assert!(end.len() <= u16::MAX as usize);
+        let end = end.into_boxed_slice();
+        let total = end.last().copied().unwrap_or(0);
+        // Sections of the largest power of two not above the smallest node.
+        let shift = 31 - min.leading_zeros();
+        let first = (0..total.div_ceil(1 << shift)).map(|s| end.partition_point(|&e| e <= s << shift) as u16).collect();
+        NodeMap { shift, first, end }
+    }
+
+    /// The node of `pfn` (a pfn of the machine).
+    #[inline]
+    pub fn nid(&self, pfn: u32) -> usize {
+        let n = self.first[(pfn >> self.shift) as usize] as usize;
+        n + (pfn >= self.end[n]) as usize
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -508,6 +551,8 @@ pub struct Sim {
     pub cpus: Vec<Cpu>,
     pub nodes: Vec<Node>,
     pub frames: Vec<Frame>,
+    /// The node of each frame, from its pfn ([`Sim::pfn_to_nid`]).
+    pub node_map: NodeMap,
     pub mms: Vec<Option<Mm>>,
     pub tasks: Vec<Task>,
     pub files: Vec<File>,
@@ -608,12 +653,8 @@ impl Sim {
             start += nr;
         }
         let nil = crate::mm::page_alloc::NIL;
-        let mut frames = vec![Frame { flags: pg::FREE, lru_next: nil, lru_prev: nil, ..Default::default() }; start as usize];
-        for n in &nodes {
-            for f in &mut frames[n.start_pfn as usize..(n.start_pfn + n.nr_pages) as usize] {
-                f.node = n.id.0 as u16;
-            }
-        }
+        let frames = vec![Frame { flags: pg::FREE, lru_next: nil, lru_prev: nil, ..Default::default() }; start as usize];
+        let node_map = NodeMap::new(nodes.iter().map(|n| (n.start_pfn, n.nr_pages)));
         let node_latency = (0..nodes.len())
             .map(|from| {
                 (0..nodes.len())
@@ -664,6 +705,7 @@ impl Sim {
             cpus,
             nodes,
             frames,
+            node_map,
             mms: Vec::new(),
             tasks: Vec::new(),
             files: Vec::new(),
@@ -771,8 +813,16 @@ impl Sim {
         self.cpus[cpu.0 as usize].node
     }
 
+    /// `pfn_to_nid()`: the node whose memory holds frame `pfn`.
+    #[inline]
+    pub fn pfn_to_nid(&self, pfn: Pfn) -> usize {
+        self.node_map.nid(pfn.0)
+    }
+
+    /// [`Sim::pfn_to_nid`] as a `NodeId`.
+    #[inline]
     pub fn pfn_node(&self, pfn: Pfn) -> NodeId {
-        NodeId(self.frames[pfn.0 as usize].node as u32)
+        NodeId(self.pfn_to_nid(pfn) as u32)
     }
 }
 
@@ -784,6 +834,46 @@ impl Sim {
 pub fn round_ns(x: f64) -> Ns {
     let t = x as Ns;
     if t < (1 << 52) && x - t as f64 >= 0.5 { t + 1 } else { t }
+}
+
+#[cfg(test)]
+mod node_map_tests {
+    use super::NodeMap;
+    use proptest::prelude::*;
+
+    /// The node of every pfn, by a walk over the ranges.
+    fn check(sizes: &[u32]) {
+        let mut ranges = Vec::new();
+        let mut start = 0;
+        for &nr in sizes {
+            ranges.push((start, nr));
+            start += nr;
+        }
+        let m = NodeMap::new(ranges.iter().copied());
+        for (nid, &(start, nr)) in ranges.iter().enumerate() {
+            for pfn in start..start + nr {
+                assert_eq!(m.nid(pfn), nid, "pfn {pfn} of {sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn node_map_edge_cases() {
+        check(&[1]);
+        check(&[4096]);
+        check(&[256, 256, 256, 256]);
+        check(&[1000, 3]);
+        check(&[3, 1000, 3]);
+        check(&[1 << 18, 256, 1 << 18, 1 << 10]);
+        check(&[768000, 768000, 256]);
+    }
+
+    proptest! {
+        #[test]
+        fn node_map_finds_every_pfn(sizes in proptest::collection::vec(1u32..5000, 1..12)) {
+            check(&sizes);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -429,8 +429,8 @@ impl Sim {
                     let f = &self.frames[p as usize];
                     let pfn = Pfn(p);
                     seen[p as usize].lru += 1;
-                    if f.flags & pg::LRU == 0 || f.flags & pg::FREE != 0 || lru_index(f.flags) != li || f.node as usize != ni {
-                        report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has flags {:#x} node {} (list {} by its flags)", f.flags, f.node, lru_index(f.flags));
+                    if f.flags & pg::LRU == 0 || f.flags & pg::FREE != 0 || lru_index(f.flags) != li || self.pfn_to_nid(pfn) != ni {
+                        report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has flags {:#x} node {} (list {} by its flags)", f.flags, self.pfn_to_nid(pfn), lru_index(f.flags));
                     }
                     if f.lru_prev != prev {
                         report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has lru_prev {} but follows {prev}", f.lru_prev);
@@ -466,7 +466,7 @@ impl Sim {
         for (ci, per_node) in self.pcp.iter().enumerate() {
             for (ni, pcp) in per_node.iter().enumerate() {
                 for &pfn in &pcp.list {
-                    if pfn.0 as usize >= nframes || self.frames[pfn.0 as usize].node as usize != ni {
+                    if pfn.0 as usize >= nframes || self.pfn_to_nid(pfn) != ni {
                         report!(found, "buddy", Pfn(0), "cpu{ci}'s pcp list for node {ni} holds pfn {pfn}, not a frame of the node");
                         continue;
                     }

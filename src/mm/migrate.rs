@@ -37,10 +37,7 @@ impl Sim {
                 folios.push(p.pfn());
             }
         });
-        folios.retain(|&pfn| {
-            let f = self.frame(pfn);
-            f.flags & (pg::ZERO | pg::PGTABLE) == 0 && f.node as u32 != target.0
-        });
+        folios.retain(|&pfn| self.frame(pfn).flags & (pg::ZERO | pg::PGTABLE) == 0 && self.pfn_to_nid(pfn) as u32 != target.0);
         folios.dedup();
         self.lru_add_drain(cpu);
         let n = folios.len();
@@ -214,7 +211,7 @@ impl Sim {
             let n = ptes.len() as u32;
             // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the
             // bits hold an access time on the lower tier, a cpupid on the top one).
-            let cross_tier = self.p.numa_tiering && self.node_is_toptier(s.node as u32) != self.node_is_toptier(self.frame(dst).node as u32);
+            let cross_tier = self.p.numa_tiering && self.node_is_toptier(self.pfn_to_nid(src) as u32) != self.node_is_toptier(self.pfn_to_nid(dst) as u32);
             self.frame_mut(dst).last_cpupid = if cross_tier { 0 } else { s.last_cpupid };
             for (mm, vpn, old) in ptes {
                 // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A

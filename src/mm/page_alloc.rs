@@ -138,13 +138,13 @@ impl Sim {
 
     /// `__free_one_page()`: put a block back, merging with free buddies.
     pub(crate) fn free_one_page(&mut self, pfn: u32, order: usize) {
-        let node = self.frames[pfn as usize].node as usize;
+        let node = self.pfn_to_nid(Pfn(pfn));
         let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
         let (mut pfn, mut order) = (pfn, order);
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
             // A LUF tag (mm/luf.rs) stays with its frame while free, across merges.
-            *f = Frame { flags: pg::FREE, node: f.node, lru_next: NIL, lru_prev: NIL, luf: f.luf, ..Default::default() };
+            *f = Frame { flags: pg::FREE, lru_next: NIL, lru_prev: NIL, luf: f.luf, ..Default::default() };
         }
         while order < MAX_PAGE_ORDER {
             let rel = pfn - start;
@@ -203,12 +203,12 @@ impl Sim {
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
             debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
-            *f = Frame { flags: 0, node: f.node, refcount: (i == 0) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+            *f = Frame { flags: 0, refcount: (i == 0) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
         }
         if self.oracle.is_some() {
             self.oracle_alloc(Pfn(pfn), order);
         }
-        let node = self.frames[pfn as usize].node as usize;
+        let node = self.pfn_to_nid(Pfn(pfn));
         self.nodes[node].nr_free -= 1 << order;
         self.vmstat.add(VmEvent::PGALLOC, 1 << order);
     }
@@ -335,7 +335,7 @@ impl Sim {
         assert!(f.flags & pg::ZERO == 0, "simulator bug: freeing the zero page");
         debug_assert_eq!(f.mapcount, 0, "simulator bug: freeing mapped frame {pfn}");
         debug_assert!(f.flags & pg::LRU == 0, "simulator bug: freeing a frame still on an LRU list {pfn}");
-        let node = f.node as usize;
+        let node = self.pfn_to_nid(pfn);
         if self.oracle.is_some() {
             self.oracle_free(pfn, 0);
         }
@@ -347,7 +347,7 @@ impl Sim {
         };
         {
             let fr = &mut self.frames[pfn.0 as usize];
-            *fr = Frame { flags: pg::FREE, node: fr.node, lru_next: NIL, lru_prev: NIL, luf: fr.luf, ..Default::default() };
+            *fr = Frame { flags: pg::FREE, lru_next: NIL, lru_prev: NIL, luf: fr.luf, ..Default::default() };
         }
         let pcp = &mut self.pcp[cpu.0 as usize][node];
         pcp.list.push(pfn);
@@ -370,7 +370,7 @@ impl Sim {
 
     /// Free a whole block of `1 << order` pages straight to the buddy (huge pages, contiguous runs).
     pub fn free_pages_order(&mut self, pfn: Pfn, order: usize) {
-        let node = self.frames[pfn.0 as usize].node as usize;
+        let node = self.pfn_to_nid(pfn);
         if self.oracle.is_some() {
             self.oracle_free(pfn, order);
         }
@@ -424,7 +424,7 @@ impl Sim {
                     }
                     for q in base..base + nr {
                         let f = &mut self.frames[q as usize];
-                        *f = Frame { flags: 0, node: f.node, refcount: (q == base) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+                        *f = Frame { flags: 0, refcount: (q == base) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
                     }
                     self.nodes[node].nr_free -= nr as u64;
                     self.vmstat.add(VmEvent::PGALLOC, nr as u64);
