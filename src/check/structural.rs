@@ -326,7 +326,7 @@ impl Sim {
             } else if walk.len() != n as usize && found.want("rmap") {
                 let missed = self.find_mapping(pfn, &walk).map_or(String::new(), |(mm, vpn)| format!(", e.g. mm{} vpn {vpn:#x}", mm.0));
                 let kind = if f.flags & pg::ANON != 0 { "anon" } else { "file" };
-                found.add(pfn, format!("rmap: rmap_walk(pfn {pfn}, {kind}, mapping {} index {:#x}) finds {} of the {n} PTEs mapping it{missed}", f.mapping, f.index, walk.len()));
+                found.add(pfn, format!("rmap: rmap_walk(pfn {pfn}, {kind}, mapping {} index {:#x}) finds {} of the {n} PTEs mapping it{missed}", f.mapping, f.index(), walk.len()));
             }
         }
     }
@@ -371,14 +371,14 @@ impl Sim {
                     continue;
                 };
                 seen[pfn.0 as usize].cache += 1;
-                if f.flags & (pg::FILE | pg::FREE) != pg::FILE || f.mapping as usize != fi || f.index != idx as u64 {
-                    report!(found, "pagecache", pfn, "file {fi} ({}) pgoff {idx:#x} holds pfn {pfn} with flags {:#x} mapping {} index {:#x}", file.name, f.flags, f.mapping, f.index);
+                if f.flags & (pg::FILE | pg::FREE) != pg::FILE || f.mapping as usize != fi || f.index() != idx as u64 {
+                    report!(found, "pagecache", pfn, "file {fi} ({}) pgoff {idx:#x} holds pfn {pfn} with flags {:#x} mapping {} index {:#x}", file.name, f.flags, f.mapping, f.index());
                 }
             }
         }
         for (i, f) in self.frames.iter().enumerate() {
             if f.flags & pg::FILE != 0 && seen[i].cache != 1 {
-                report!(found, "pagecache", Pfn(i as u32), "FILE pfn {i} (file {} pgoff {:#x}) is in {} page-cache slots", f.mapping, f.index, seen[i].cache);
+                report!(found, "pagecache", Pfn(i as u32), "FILE pfn {i} (file {} pgoff {:#x}) is in {} page-cache slots", f.mapping, f.index(), seen[i].cache);
             }
         }
     }
@@ -487,8 +487,8 @@ impl Sim {
                     }
                     let f = &self.frames[p as usize];
                     let size = 1u32 << o;
-                    if (p - start) % size != 0 || p + size > end || f.order as usize != o {
-                        report!(found, "buddy", Pfn(p), "node {ni} order-{o} block at pfn {p} has order {} (misaligned, oversized or mislabelled)", f.order);
+                    if (p - start) % size != 0 || p + size > end || f.buddy_order() != o {
+                        report!(found, "buddy", Pfn(p), "node {ni} order-{o} block at pfn {p} has order {} (misaligned, oversized or mislabelled)", f.buddy_order());
                     } else {
                         for q in p..p + size {
                             self.note_free(seen, found, q, FreeList::Block { node: ni, order: o, head: p });
@@ -498,7 +498,7 @@ impl Sim {
                         let b = start + ((p - start) ^ size);
                         if o < MAX_PAGE_ORDER && b + size <= end {
                             let bf = &self.frames[b as usize];
-                            if bf.flags & pg::BUDDY != 0 && bf.order as usize == o {
+                            if bf.flags & pg::BUDDY != 0 && bf.buddy_order() == o {
                                 report!(found, "buddy", Pfn(p), "node {ni}: order-{o} blocks at {p} and {b} are free buddies left unmerged");
                             }
                         }

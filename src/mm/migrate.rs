@@ -201,11 +201,11 @@ impl Sim {
                 let d = self.frame_mut(dst);
                 d.flags |= s.flags & (pg::ANON | pg::FILE | pg::DIRTY | pg::ANON_EXCLUSIVE | pg::ACTIVE | pg::REFERENCED);
                 d.mapping = s.mapping;
-                d.index = s.index;
+                d.set_index(s.index());
             }
             if s.flags & pg::FILE != 0 {
                 // folio_migrate_mapping(): the page cache now points at the new frame.
-                self.files[s.mapping as usize].set_slot(s.index, crate::mm::workingset::Slot::Page(dst));
+                self.files[s.mapping as usize].set_slot(s.index(), crate::mm::workingset::Slot::Page(dst));
                 self.frame_mut(src).flags &= !pg::FILE;
             }
             let n = ptes.len() as u32;
