@@ -46,27 +46,152 @@ pub mod pg {
 /// | flags      | `pg::*`                                   | page_alloc, fault paths, rmap, vmscan  |
 /// | refcount   | references (mappings, page cache, gather) | get/put in every path                  |
 /// | mapcount   | PTEs mapping the frame                    | rmap add/remove                        |
-/// | mapping    | anon_vma id (ANON) or file id (FILE)      | fault paths; cleared on free           |
-/// | index      | pgoff (file) or vpn (anon, linear_page_index) | fault paths                        |
+/// | mapping    | anon_vma id (ANON) or file id (FILE); a free buddy head's order | fault paths; page_alloc |
+/// | index      | pgoff (file) or vpn (anon, linear_page_index); a free frame's LUF tag | fault paths; page_alloc, LUF |
+/// | lru_next/prev | buddy free list or LRU list links      | page_alloc, vmscan                     |
 /// | last_cpupid | last NUMA hint fault's (cpu, pid), 0 = unset (`page_cpupid_last`) | do_numa_page, alloc, migration |
-#[derive(Clone, Copy, Debug, Default)]
+///
+/// Layout: 32 bytes, 4-aligned (`flags u16`, `index_hi u16`, `refcount u32`, `mapcount i32`,
+/// `mapping u32`, `index_lo u32`, `lru_next u32`, `lru_prev u32`, `last_cpupid u32`). As in the
+/// kernel's struct page, some slots mean different things by the frame's state, read and
+/// written only through the accessors below:
+/// - `index` is 48 bits (`index_hi:index_lo`, [`Frame::index`]): a vpn is below 2^35 (47-bit
+///   user addresses; the page tables resolve 36 bits of vpn) and a pgoff below a file's size.
+/// - The node is not stored: [`Sim::pfn_to_nid`] computes it from the pfn (`pfn_to_nid()`).
+/// - A free frame (`pg::FREE`) has no mapping or index: a free buddy head keeps its order in
+///   `mapping` ([`Frame::buddy_order`]; the kernel's `page->private`), cleared when the block
+///   leaves its list, and every free frame its LUF tag in `index_lo` ([`Frame::luf`]). Freeing
+///   rewrites the whole frame with the tag in place of the index ([`Frame::free`]) and
+///   allocating rewrites it after `luf_takeoff()` consumed the tag ([`Frame::allocated`]), so
+///   an old index is never read as a tag, nor a tag as an index.
+#[derive(Clone, Copy, Debug)]
 pub struct Frame {
     pub flags: u16,
-    pub node: u16,
+    /// Bits 32..48 of `index`.
+    index_hi: u16,
     pub refcount: u32,
     pub mapcount: i32,
+    /// An allocated frame's anon_vma or file id (or a kernel owner's `*_MAPPING`); a free buddy
+    /// head's order.
     pub mapping: u32,
-    pub index: u64,
+    /// Bits 0..32 of `index` (allocated frame); the LUF tag (free frame).
+    index_lo: u32,
     /// page->lru: links of the buddy free list or of an LRU list (never both).
     pub lru_next: u32,
     pub lru_prev: u32,
-    /// Order of a free buddy block (valid on its head, with pg::BUDDY).
-    pub order: u8,
     /// `folio_last_cpupid()` (kernel/sched/numa_balancing.rs encoding; 0 = unset).
     pub last_cpupid: u32,
-    /// LUF (mm/luf.rs): the v10 unmap generation or v12 `luf_key` a free page carries while
-    /// its flush is deferred (0 = none). Kept while free, cleared when allocated.
-    pub luf: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<Frame>() == 32);
+
+impl Frame {
+    /// Bits of `index`.
+    pub const INDEX_BITS: u32 = 48;
+
+    /// A free frame off every list, owned by nobody (`free_pages_prepare()`), carrying LUF tag
+    /// `luf` (0 = none).
+    #[inline]
+    pub const fn free(luf: u16) -> Frame {
+        let nil = crate::mm::page_alloc::NIL;
+        Frame { flags: pg::FREE, index_hi: 0, refcount: 0, mapcount: 0, mapping: 0, index_lo: luf as u32, lru_next: nil, lru_prev: nil, last_cpupid: 0 }
+    }
+
+    /// A frame just taken from the allocator (`prep_new_page()`): no flags, owner or index.
+    #[inline]
+    pub const fn allocated(refcount: u32) -> Frame {
+        let nil = crate::mm::page_alloc::NIL;
+        Frame { flags: 0, index_hi: 0, refcount, mapcount: 0, mapping: 0, index_lo: 0, lru_next: nil, lru_prev: nil, last_cpupid: 0 }
+    }
+
+    /// `page->index` / `folio->index`: the pgoff of a page-cache page, the vpn of an anon page
+    /// (`linear_page_index()`). Meaningless on a free frame.
+    #[inline]
+    pub fn index(&self) -> u64 {
+        (self.index_hi as u64) << 32 | self.index_lo as u64
+    }
+
+    /// Set `page->index` (an allocated frame's; the value must fit in [`Frame::INDEX_BITS`]).
+    #[inline]
+    pub fn set_index(&mut self, index: u64) {
+        debug_assert!(index >> Self::INDEX_BITS == 0, "simulator bug: index {index:#x} does not fit in {} bits", Self::INDEX_BITS);
+        debug_assert!(self.flags & pg::FREE == 0, "simulator bug: setting the index of a free frame");
+        self.index_hi = (index >> 32) as u16;
+        self.index_lo = index as u32;
+    }
+
+    /// `buddy_order()`: the order of the free block this frame heads; valid with `pg::BUDDY`
+    /// (kept in `mapping`, as the kernel keeps it in `page->private`).
+    #[inline]
+    pub fn buddy_order(&self) -> usize {
+        self.mapping as usize
+    }
+
+    /// `set_buddy_order()`: record the order of the free block this frame heads.
+    #[inline]
+    pub fn set_buddy_order(&mut self, order: usize) {
+        self.mapping = order as u32;
+    }
+
+    /// LUF (mm/luf.rs): the v10 unmap generation or v12 `luf_key` a free frame carries while
+    /// its flush is deferred (0 = none). The series keeps it in the free page's private
+    /// field; here `mapping` plays `page->private` for the buddy order, so the tag sits in the
+    /// index slot, which a free frame does not use. Only a free frame has one.
+    #[inline]
+    pub fn luf(&self) -> u16 {
+        debug_assert!(self.flags & pg::FREE != 0 && self.index_hi == 0 && self.index_lo >> 16 == 0, "simulator bug: LUF tag of a busy frame (flags {:#x})", self.flags);
+        self.index_lo as u16
+    }
+
+    /// Take the LUF tag of a free frame that is being allocated (`luf_takeoff()`), leaving 0.
+    #[inline]
+    pub fn take_luf(&mut self) -> u16 {
+        let tag = self.luf();
+        self.index_lo = 0;
+        tag
+    }
+}
+
+/// `pfn_to_nid()` for the simulated machine: nodes are contiguous pfn ranges in id order
+/// ([`Sim::new`]: the nodes with CPUs, then the memory-only ones), and a frame does not store
+/// its node. As SPARSEMEM's `section_to_node_table`, a table indexed by `pfn >> shift` names
+/// the node of each section's first frame; a section is no larger than the smallest node, so
+/// at most one node boundary falls inside it, and one compare with that node's end settles
+/// the pfns past it. Two L1-resident loads and a compare, no division.
+#[derive(Clone, Debug, Default)]
+pub struct NodeMap {
+    shift: u32,
+    /// The node of each section's first pfn.
+    first: Box<[u16]>,
+    /// The end (exclusive) pfn of each node.
+    end: Box<[u32]>,
+}
+
+impl NodeMap {
+    /// From the nodes' `(start_pfn, nr_pages)` in id order: contiguous from pfn 0, none empty.
+    pub fn new(nodes: impl IntoIterator<Item = (u32, u32)>) -> NodeMap {
+        let mut end = Vec::new();
+        let mut min = u32::MAX;
+        for (start, nr) in nodes {
+            assert!(nr > 0 && start == end.last().copied().unwrap_or(0), "nodes are contiguous pfn ranges from 0, each with memory");
+            end.push(start + nr);
+            min = min.min(nr);
+        }
+        assert!(end.len() <= u16::MAX as usize);
+        let end = end.into_boxed_slice();
+        let total = end.last().copied().unwrap_or(0);
+        // Sections of the largest power of two not above the smallest node.
+        let shift = 31 - min.leading_zeros();
+        let first = (0..total.div_ceil(1 << shift)).map(|s| end.partition_point(|&e| e <= s << shift) as u16).collect();
+        NodeMap { shift, first, end }
+    }
+
+    /// The node of `pfn` (a pfn of the machine).
+    #[inline]
+    pub fn nid(&self, pfn: u32) -> usize {
+        let n = self.first[(pfn >> self.shift) as usize] as usize;
+        n + (pfn >= self.end[n]) as usize
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -508,6 +633,8 @@ pub struct Sim {
     pub cpus: Vec<Cpu>,
     pub nodes: Vec<Node>,
     pub frames: Vec<Frame>,
+    /// The node of each frame, from its pfn ([`Sim::pfn_to_nid`]).
+    pub node_map: NodeMap,
     pub mms: Vec<Option<Mm>>,
     pub tasks: Vec<Task>,
     pub files: Vec<File>,
@@ -607,13 +734,8 @@ impl Sim {
             });
             start += nr;
         }
-        let nil = crate::mm::page_alloc::NIL;
-        let mut frames = vec![Frame { flags: pg::FREE, lru_next: nil, lru_prev: nil, ..Default::default() }; start as usize];
-        for n in &nodes {
-            for f in &mut frames[n.start_pfn as usize..(n.start_pfn + n.nr_pages) as usize] {
-                f.node = n.id.0 as u16;
-            }
-        }
+        let frames = vec![Frame::free(0); start as usize];
+        let node_map = NodeMap::new(nodes.iter().map(|n| (n.start_pfn, n.nr_pages)));
         let node_latency = (0..nodes.len())
             .map(|from| {
                 (0..nodes.len())
@@ -664,6 +786,7 @@ impl Sim {
             cpus,
             nodes,
             frames,
+            node_map,
             mms: Vec::new(),
             tasks: Vec::new(),
             files: Vec::new(),
@@ -771,8 +894,16 @@ impl Sim {
         self.cpus[cpu.0 as usize].node
     }
 
+    /// `pfn_to_nid()`: the node whose memory holds frame `pfn`.
+    #[inline]
+    pub fn pfn_to_nid(&self, pfn: Pfn) -> usize {
+        self.node_map.nid(pfn.0)
+    }
+
+    /// [`Sim::pfn_to_nid`] as a `NodeId`.
+    #[inline]
     pub fn pfn_node(&self, pfn: Pfn) -> NodeId {
-        NodeId(self.frames[pfn.0 as usize].node as u32)
+        NodeId(self.pfn_to_nid(pfn) as u32)
     }
 }
 
@@ -784,6 +915,46 @@ impl Sim {
 pub fn round_ns(x: f64) -> Ns {
     let t = x as Ns;
     if t < (1 << 52) && x - t as f64 >= 0.5 { t + 1 } else { t }
+}
+
+#[cfg(test)]
+mod node_map_tests {
+    use super::NodeMap;
+    use proptest::prelude::*;
+
+    /// The node of every pfn, by a walk over the ranges.
+    fn check(sizes: &[u32]) {
+        let mut ranges = Vec::new();
+        let mut start = 0;
+        for &nr in sizes {
+            ranges.push((start, nr));
+            start += nr;
+        }
+        let m = NodeMap::new(ranges.iter().copied());
+        for (nid, &(start, nr)) in ranges.iter().enumerate() {
+            for pfn in start..start + nr {
+                assert_eq!(m.nid(pfn), nid, "pfn {pfn} of {sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn node_map_edge_cases() {
+        check(&[1]);
+        check(&[4096]);
+        check(&[256, 256, 256, 256]);
+        check(&[1000, 3]);
+        check(&[3, 1000, 3]);
+        check(&[1 << 18, 256, 1 << 18, 1 << 10]);
+        check(&[768000, 768000, 256]);
+    }
+
+    proptest! {
+        #[test]
+        fn node_map_finds_every_pfn(sizes in proptest::collection::vec(1u32..5000, 1..12)) {
+            check(&sizes);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -136,7 +136,8 @@ fn a_frame_mapped_by_more_ptes_than_its_mapcount_is_reported() {
 fn a_mapping_rmap_cannot_find_is_reported() {
     let mut sim = busy_sim();
     let pfn = mapped_frame(&sim, true, 1);
-    sim.frames[pfn.0 as usize].index ^= 1; // the anon rmap now looks at the wrong vpn
+    let f = &mut sim.frames[pfn.0 as usize];
+    f.set_index(f.index() ^ 1); // the anon rmap now looks at the wrong vpn
     let d = assert_reported(&mut sim, "rmap");
     assert!(d.contains("finds 0 of the"), "{d}");
 }
@@ -178,7 +179,7 @@ fn page_cache_and_rss_and_page_table_counts_are_checked() {
     let mut sim = busy_sim();
     let pfn = mapped_frame(&sim, false, 1);
     let f = sim.frames[pfn.0 as usize];
-    sim.files[f.mapping as usize].pages[f.index as usize] = mmsim::mm::workingset::Slot::Empty;
+    sim.files[f.mapping as usize].pages[f.index() as usize] = mmsim::mm::workingset::Slot::Empty;
     assert_reported(&mut sim, "pagecache");
     let mut sim = busy_sim();
     sim.mms[0].as_mut().unwrap().rss_anon += 1;
@@ -328,7 +329,7 @@ fn a_stale_entry_for_another_frame_is_reported() {
     let (ci, mm) = running_cpu(&sim);
     let asid = sim.cpus[ci].tlbstate.loaded_mm_asid;
     let pfn = mapped_frame(&sim, true, 1);
-    let vpn = sim.frames[pfn.0 as usize].index;
+    let vpn = sim.frames[pfn.0 as usize].index();
     assert!(sim.mms[mm.0 as usize].as_ref().unwrap().pgtable.get(vpn).present());
     // A translation of a mapped vpn to some other frame.
     let other = Pfn(if pfn.0 > 10 { pfn.0 - 7 } else { pfn.0 + 7 });

@@ -256,12 +256,12 @@ impl Sim {
         out
     }
 
-    /// A frame (block) is being freed.
-    pub fn oracle_free(&mut self, pfn: Pfn, order: usize) {
+    /// A frame (block) is being freed; `luf`: it will carry a LUF tag while free (mm/luf.rs).
+    pub fn oracle_free(&mut self, pfn: Pfn, order: usize, luf: bool) {
         let t = self.oracle_now();
         let cpu = self.running_cpu;
         let mut live = if order == 0 { self.live_entries_for(pfn) } else { Vec::new() };
-        let luf = order == 0 && self.frame(pfn).luf != 0;
+        let luf = order == 0 && luf;
         if luf {
             // LUF frees with read-only entries still cached: allowed until reallocation. A
             // writable one could change the free page (luf-defer-writable).

@@ -326,7 +326,7 @@ impl Sim {
             } else if walk.len() != n as usize && found.want("rmap") {
                 let missed = self.find_mapping(pfn, &walk).map_or(String::new(), |(mm, vpn)| format!(", e.g. mm{} vpn {vpn:#x}", mm.0));
                 let kind = if f.flags & pg::ANON != 0 { "anon" } else { "file" };
-                found.add(pfn, format!("rmap: rmap_walk(pfn {pfn}, {kind}, mapping {} index {:#x}) finds {} of the {n} PTEs mapping it{missed}", f.mapping, f.index, walk.len()));
+                found.add(pfn, format!("rmap: rmap_walk(pfn {pfn}, {kind}, mapping {} index {:#x}) finds {} of the {n} PTEs mapping it{missed}", f.mapping, f.index(), walk.len()));
             }
         }
     }
@@ -371,14 +371,14 @@ impl Sim {
                     continue;
                 };
                 seen[pfn.0 as usize].cache += 1;
-                if f.flags & (pg::FILE | pg::FREE) != pg::FILE || f.mapping as usize != fi || f.index != idx as u64 {
-                    report!(found, "pagecache", pfn, "file {fi} ({}) pgoff {idx:#x} holds pfn {pfn} with flags {:#x} mapping {} index {:#x}", file.name, f.flags, f.mapping, f.index);
+                if f.flags & (pg::FILE | pg::FREE) != pg::FILE || f.mapping as usize != fi || f.index() != idx as u64 {
+                    report!(found, "pagecache", pfn, "file {fi} ({}) pgoff {idx:#x} holds pfn {pfn} with flags {:#x} mapping {} index {:#x}", file.name, f.flags, f.mapping, f.index());
                 }
             }
         }
         for (i, f) in self.frames.iter().enumerate() {
             if f.flags & pg::FILE != 0 && seen[i].cache != 1 {
-                report!(found, "pagecache", Pfn(i as u32), "FILE pfn {i} (file {} pgoff {:#x}) is in {} page-cache slots", f.mapping, f.index, seen[i].cache);
+                report!(found, "pagecache", Pfn(i as u32), "FILE pfn {i} (file {} pgoff {:#x}) is in {} page-cache slots", f.mapping, f.index(), seen[i].cache);
             }
         }
     }
@@ -429,8 +429,8 @@ impl Sim {
                     let f = &self.frames[p as usize];
                     let pfn = Pfn(p);
                     seen[p as usize].lru += 1;
-                    if f.flags & pg::LRU == 0 || f.flags & pg::FREE != 0 || lru_index(f.flags) != li || f.node as usize != ni {
-                        report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has flags {:#x} node {} (list {} by its flags)", f.flags, f.node, lru_index(f.flags));
+                    if f.flags & pg::LRU == 0 || f.flags & pg::FREE != 0 || lru_index(f.flags) != li || self.pfn_to_nid(pfn) != ni {
+                        report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has flags {:#x} node {} (list {} by its flags)", f.flags, self.pfn_to_nid(pfn), lru_index(f.flags));
                     }
                     if f.lru_prev != prev {
                         report!(found, "lru", pfn, "pfn {p} on node {ni} list {li} has lru_prev {} but follows {prev}", f.lru_prev);
@@ -466,7 +466,7 @@ impl Sim {
         for (ci, per_node) in self.pcp.iter().enumerate() {
             for (ni, pcp) in per_node.iter().enumerate() {
                 for &pfn in &pcp.list {
-                    if pfn.0 as usize >= nframes || self.frames[pfn.0 as usize].node as usize != ni {
+                    if pfn.0 as usize >= nframes || self.pfn_to_nid(pfn) != ni {
                         report!(found, "buddy", Pfn(0), "cpu{ci}'s pcp list for node {ni} holds pfn {pfn}, not a frame of the node");
                         continue;
                     }
@@ -487,8 +487,8 @@ impl Sim {
                     }
                     let f = &self.frames[p as usize];
                     let size = 1u32 << o;
-                    if (p - start) % size != 0 || p + size > end || f.order as usize != o {
-                        report!(found, "buddy", Pfn(p), "node {ni} order-{o} block at pfn {p} has order {} (misaligned, oversized or mislabelled)", f.order);
+                    if (p - start) % size != 0 || p + size > end || f.buddy_order() != o {
+                        report!(found, "buddy", Pfn(p), "node {ni} order-{o} block at pfn {p} has order {} (misaligned, oversized or mislabelled)", f.buddy_order());
                     } else {
                         for q in p..p + size {
                             self.note_free(seen, found, q, FreeList::Block { node: ni, order: o, head: p });
@@ -498,7 +498,7 @@ impl Sim {
                         let b = start + ((p - start) ^ size);
                         if o < MAX_PAGE_ORDER && b + size <= end {
                             let bf = &self.frames[b as usize];
-                            if bf.flags & pg::BUDDY != 0 && bf.order as usize == o {
+                            if bf.flags & pg::BUDDY != 0 && bf.buddy_order() == o {
                                 report!(found, "buddy", Pfn(p), "node {ni}: order-{o} blocks at {p} and {b} are free buddies left unmerged");
                             }
                         }

@@ -96,8 +96,7 @@ impl Sim {
     fn walk_cost(&self, cpu: CpuId, mm: MmId, vpn: u64) -> f64 {
         let lat = match self.mm(mm).pgtable.pte_table(vpn) {
             Some(t) => {
-                let node = self.frames[t.pfn.0 as usize].node as usize;
-                self.node_latency[self.cpu_node(cpu).0 as usize][node]
+                self.node_latency[self.cpu_node(cpu).0 as usize][self.pfn_to_nid(t.pfn)]
             }
             None => self.p.local_latency_ns,
         };
@@ -126,7 +125,7 @@ impl Sim {
             let cpu_node = self.cpus[ci].node.0 as usize;
             let m = self.mms[mm.0 as usize].as_mut().expect("simulator bug: dead mm");
             let (lat, slot) = match m.pgtable.pte_table_mut(vpn) {
-                Some(t) => (self.node_latency[cpu_node][self.frames[t.pfn.0 as usize].node as usize], Some(&mut t.ptes[idx(vpn, 0)])),
+                Some(t) => (self.node_latency[cpu_node][self.node_map.nid(t.pfn.0)], Some(&mut t.ptes[idx(vpn, 0)])),
                 None => (self.p.local_latency_ns, None),
             };
             let pte = slot.as_deref().copied().unwrap_or(Pte::NONE);

@@ -122,7 +122,7 @@ impl Sim {
         let f = self.frame_mut(pfn);
         f.flags |= pg::FILE;
         f.mapping = file.0;
-        f.index = pgoff;
+        f.set_index(pgoff);
         let shadow = self.files[file.0 as usize].shadow(pgoff);
         self.files[file.0 as usize].set_slot(pgoff, Slot::Page(pfn));
         shadow
@@ -146,7 +146,7 @@ impl Sim {
         self.charge_sys(cpu, self.p.shrink_folio_ns);
         self.kfn_exit(cpu);
         let shadow = self.workingset_eviction(pfn);
-        self.files[f.mapping as usize].set_slot(f.index, Slot::Shadow(shadow));
+        self.files[f.mapping as usize].set_slot(f.index(), Slot::Shadow(shadow));
         self.frame_mut(pfn).flags &= !pg::FILE;
     }
 

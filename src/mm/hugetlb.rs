@@ -215,7 +215,7 @@ impl Sim {
     pub fn alloc_hugetlb_frames(&mut self, nid: usize, order: u32, mapping: u32) -> Option<Pfn> {
         let head = if order as usize <= MAX_PAGE_ORDER {
             let p = self.alloc_pages_node_nocheck(NodeId(nid as u32), order as usize)?;
-            if self.frames[p.0 as usize].node as usize != nid {
+            if self.pfn_to_nid(p) != nid {
                 // It fell back to another node: __GFP_THISNODE forbids that.
                 self.free_pages_order(p, order as usize);
                 return None;
@@ -284,7 +284,7 @@ impl Sim {
             self.vmstat.count(VmEvent::HTLB_BUDDY_ALLOC_SUCCESS);
             // prep_compound_page() / init_new_hugetlb_folio() over every struct page.
             self.charge_sys(cpu, spi * (1u64 << order) as f64);
-            let node = self.frames[head.0 as usize].node;
+            let node = self.pfn_to_nid(head) as u16;
             self.hugetlb.folios.insert(head.0, HFolio { hstate: h as u8, node, optimized: false, state: FolioState::Freeing });
             if optimize_each {
                 self.hugetlb_vmemmap_optimize(head);

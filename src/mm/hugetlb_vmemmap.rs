@@ -139,7 +139,7 @@ impl Sim {
     /// `alloc_pages_node(nid, GFP_KERNEL | __GFP_THISNODE, 0)`: only the folio's node.
     fn vmemmap_alloc_page_thisnode(&mut self, nid: usize) -> Option<Pfn> {
         let pfn = self.alloc_page(NodeId(nid as u32))?;
-        if self.frames[pfn.0 as usize].node as usize != nid {
+        if self.pfn_to_nid(pfn) != nid {
             self.free_page(pfn);
             return None;
         }
@@ -157,7 +157,7 @@ impl Sim {
         std::mem::swap(&mut self.hugetlb.vmemmap, &mut vm);
         for p in 0..nr_pmd {
             let first_pfn = p as u64 * VMEMMAP_PAGES_PER_PMD * STRUCT_PAGES_PER_VMEMMAP_PAGE;
-            let nid = self.frames[first_pfn as usize].node as usize;
+            let nid = self.pfn_to_nid(Pfn(first_pfn as u32));
             let lo = p * VMEMMAP_PAGES_PER_PMD as usize;
             let hi = (lo + VMEMMAP_PAGES_PER_PMD as usize).min(nr_vmemmap);
             // A partial last PMD is mapped with base pages (sections are 128 MiB on x86-64, so

@@ -10,7 +10,7 @@
 //! |---|---|---|---|
 //! | defer | `set_tlb_ubc_flush_pending()` puts read-only PTEs in `tlb_ubc_ro`; after the rmap walk the folio's part goes to `tlb_ubc_luf` if all its PTEs were read-only (`can_luf`), else to `tlb_ubc` | the same, plus `luf_batch[0]` | mm/rmap.rs `clear_pte_for_unmap`, `try_to_unmap`, [`TlbUnmapBatch::end_folio`] |
 //! | fold | `luf_ubc` (one global batch under `luf_lock`), `luf_gen` | `fold_unmap_luf()`: new `luf_ugen`, key into `luf_batch[65536]`, per-mm and per-`address_space` batches | [`Sim::luf_fold`] |
-//! | tag | `ugen` (16 bits) in the freed page via `folio_put_ugen()`/`free_unref_folios(…, ugen)` | `luf_key` (16 bits) in the freed page | `Frame::luf` |
+//! | tag | `ugen` (16 bits) in the freed page via `folio_put_ugen()`/`free_unref_folios(…, ugen)` | `luf_key` (16 bits) in the freed page | [`Frame::luf`](crate::sim::Frame::luf), in a free frame's index slot |
 //! | flush | `check_luf_flush(ugen)` in `prep_new_page()`: if `luf_gen_done` is before `ugen`, flush the whole global batch | `luf_takeoff_check_and_fold()`: the key's CPUs whose per-CPU `ugen_done` is before the key's ugen, one flush in `luf_takeoff_end()` | [`Sim::luf_takeoff`] from mm/page_alloc.rs |
 //! | abandon | `do_wp_page`, `do_mmap(PROT_WRITE)`: flush everything | faults on writable VMAs, file writes, `tlb_end_vma`, `flush_tlb_batched_pending`, … : flush the mm's or the file's batch | [`Sim::luf_abandon`] |
 //!
@@ -262,7 +262,7 @@ impl Sim {
     /// A page leaving pcp/buddy (`prep_new_page()`): if it carries a tag whose flush is still
     /// owed, run it now on the allocating CPU, charged to the allocating task. Clears the tag.
     pub fn luf_takeoff(&mut self, pfn: Pfn) {
-        let tag = std::mem::take(&mut self.frames[pfn.0 as usize].luf);
+        let tag = self.frames[pfn.0 as usize].take_luf();
         if tag == 0 {
             return;
         }
@@ -332,10 +332,8 @@ impl Sim {
             self.put_page(pfn);
             return;
         }
-        self.frames[pfn.0 as usize].luf = tag;
-        self.put_page(pfn);
+        self.put_page_luf(pfn, tag);
         if self.frame(pfn).flags & crate::sim::pg::FREE == 0 {
-            self.frames[pfn.0 as usize].luf = 0;
             self.luf_abandon(cpu, Abandon::NotFreed, None, None);
         } else {
             self.luf.stats.deferred_folios += 1;

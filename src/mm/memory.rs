@@ -107,7 +107,7 @@ impl Sim {
         let f = self.frame_mut(pfn);
         f.flags |= pg::ANON | pg::ANON_EXCLUSIVE;
         f.mapping = av;
-        f.index = vpn;
+        f.set_index(vpn);
         f.mapcount = 1;
         let mut flags = Pte::PRESENT | Pte::USER | Pte::ACCESSED;
         if writable {

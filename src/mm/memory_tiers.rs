@@ -133,7 +133,7 @@ impl Sim {
     /// node keeps its last scan time, not its last (cpu, pid), in the last_cpupid bits.
     #[inline]
     pub fn folio_use_access_time(&self, pfn: Pfn) -> bool {
-        self.p.numa_tiering && !self.node_is_toptier(self.frame(pfn).node as u32)
+        self.p.numa_tiering && !self.node_is_toptier(self.pfn_to_nid(pfn) as u32)
     }
 
     /// `folio_xchg_access_time()`: store `time_ms` (masked to the bits last_cpupid has) and

@@ -37,10 +37,7 @@ impl Sim {
                 folios.push(p.pfn());
             }
         });
-        folios.retain(|&pfn| {
-            let f = self.frame(pfn);
-            f.flags & (pg::ZERO | pg::PGTABLE) == 0 && f.node as u32 != target.0
-        });
+        folios.retain(|&pfn| self.frame(pfn).flags & (pg::ZERO | pg::PGTABLE) == 0 && self.pfn_to_nid(pfn) as u32 != target.0);
         folios.dedup();
         self.lru_add_drain(cpu);
         let n = folios.len();
@@ -204,17 +201,17 @@ impl Sim {
                 let d = self.frame_mut(dst);
                 d.flags |= s.flags & (pg::ANON | pg::FILE | pg::DIRTY | pg::ANON_EXCLUSIVE | pg::ACTIVE | pg::REFERENCED);
                 d.mapping = s.mapping;
-                d.index = s.index;
+                d.set_index(s.index());
             }
             if s.flags & pg::FILE != 0 {
                 // folio_migrate_mapping(): the page cache now points at the new frame.
-                self.files[s.mapping as usize].set_slot(s.index, crate::mm::workingset::Slot::Page(dst));
+                self.files[s.mapping as usize].set_slot(s.index(), crate::mm::workingset::Slot::Page(dst));
                 self.frame_mut(src).flags &= !pg::FILE;
             }
             let n = ptes.len() as u32;
             // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the
             // bits hold an access time on the lower tier, a cpupid on the top one).
-            let cross_tier = self.p.numa_tiering && self.node_is_toptier(s.node as u32) != self.node_is_toptier(self.frame(dst).node as u32);
+            let cross_tier = self.p.numa_tiering && self.node_is_toptier(self.pfn_to_nid(src) as u32) != self.node_is_toptier(self.pfn_to_nid(dst) as u32);
             self.frame_mut(dst).last_cpupid = if cross_tier { 0 } else { s.last_cpupid };
             for (mm, vpn, old) in ptes {
                 // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A

@@ -94,7 +94,7 @@ impl Sim {
                         || f.flags & pg::ZERO != 0
                         || (vma.is_cow() && f.mapcount > 1)
                         || (f.flags & pg::FILE != 0 && f.flags & pg::DIRTY != 0)
-                        || target_node == Some(f.node as u32);
+                        || target_node == Some(self.pfn_to_nid(pfn) as u32);
                     if skip {
                         continue;
                     }
@@ -102,7 +102,7 @@ impl Sim {
                         // Memory tiering: top-tier folios are not scanned unless NORMAL mode is
                         // on too; a lower-tier folio gets the scan time in its last_cpupid bits
                         // (folio_xchg_access_time(), 5.18+).
-                        if !self.p.numa_normal && self.node_is_toptier(f.node as u32) {
+                        if !self.p.numa_normal && self.node_is_toptier(self.pfn_to_nid(pfn) as u32) {
                             continue;
                         }
                         if self.folio_use_access_time(pfn) {

@@ -44,7 +44,7 @@ impl Sim {
             return Ok(());
         };
         // numa_migrate_check().
-        let nid = f.node as u32;
+        let nid = self.pfn_to_nid(pfn) as u32;
         let mut flags = if writable { 0 } else { TNF_NO_GROUP };
         if f.mapcount > 1 && vma.shared() {
             flags |= TNF_SHARED;

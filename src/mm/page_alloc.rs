@@ -4,7 +4,11 @@
 //!
 //! One zone (ZONE_NORMAL) per node. Free blocks are kept in doubly linked lists threaded through
 //! the frames' `lru_next`/`lru_prev` (a free frame is never on an LRU list, as in Linux where
-//! both use `page->lru`). The head frame of a free block has `pg::BUDDY` and its `order`.
+//! both use `page->lru`). The head frame of a free block has `pg::BUDDY` and its order
+//! ([`Frame::buddy_order`], kept in `mapping` as the kernel keeps it in `page->private`). A free
+//! frame carries its LUF tag ([`Frame::luf`], mm/luf.rs) in its index slot: set when it is freed
+//! ([`Sim::free_page_luf`]), kept on pcp lists and across buddy merges and splits, consumed
+//! by `luf_takeoff()` when it is allocated.
 //!
 //! The allocation policy (watermark checks, waking kswapd, direct reclaim, OOM) lives in
 //! [`Sim::alloc_pages`]; callers that may not reclaim (boot, page tables of kernel mappings) use
@@ -108,7 +112,7 @@ impl Sim {
             let f = &mut self.frames[pfn as usize];
             f.lru_next = head;
             f.lru_prev = NIL;
-            f.order = order as u8;
+            f.set_buddy_order(order);
             f.flags |= pg::BUDDY | pg::FREE;
         }
         if head != NIL {
@@ -129,22 +133,26 @@ impl Sim {
         if n != NIL {
             self.frames[n as usize].lru_prev = p;
         }
+        // del_page_from_free_list(): __ClearPageBuddy() and set_page_private(page, 0).
         let f = &mut self.frames[pfn as usize];
         f.flags &= !pg::BUDDY;
+        f.set_buddy_order(0);
         f.lru_next = NIL;
         f.lru_prev = NIL;
         self.nodes[node].free_area.nr_free[order] -= 1;
     }
 
-    /// `__free_one_page()`: put a block back, merging with free buddies.
+    /// `__free_one_page()`: put a block back, merging with free buddies. Every frame of the
+    /// block is already free ([`Frame::free`]: from a pcp list, split off a buddy block, or
+    /// reset by the caller).
     pub(crate) fn free_one_page(&mut self, pfn: u32, order: usize) {
-        let node = self.frames[pfn as usize].node as usize;
+        let node = self.pfn_to_nid(Pfn(pfn));
         let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
         let (mut pfn, mut order) = (pfn, order);
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
             // A LUF tag (mm/luf.rs) stays with its frame while free, across merges.
-            *f = Frame { flags: pg::FREE, node: f.node, lru_next: NIL, lru_prev: NIL, luf: f.luf, ..Default::default() };
+            *f = Frame::free(f.luf());
         }
         while order < MAX_PAGE_ORDER {
             let rel = pfn - start;
@@ -153,7 +161,7 @@ impl Sim {
                 break;
             }
             let b = &self.frames[buddy as usize];
-            if b.flags & pg::BUDDY == 0 || b.order as usize != order {
+            if b.flags & pg::BUDDY == 0 || b.buddy_order() != order {
                 break;
             }
             self.list_del(node, order, buddy);
@@ -203,12 +211,13 @@ impl Sim {
         for i in 0..(1u32 << order) {
             let f = &mut self.frames[(pfn + i) as usize];
             debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
-            *f = Frame { flags: 0, node: f.node, refcount: (i == 0) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+            // Its LUF tag, if any, was consumed above (with kernel.luf off no frame has one).
+            *f = Frame::allocated((i == 0) as u32);
         }
         if self.oracle.is_some() {
             self.oracle_alloc(Pfn(pfn), order);
         }
-        let node = self.frames[pfn as usize].node as usize;
+        let node = self.pfn_to_nid(Pfn(pfn));
         self.nodes[node].nr_free -= 1 << order;
         self.vmstat.add(VmEvent::PGALLOC, 1 << order);
     }
@@ -330,25 +339,29 @@ impl Sim {
     /// `free_unref_page()`: an order-0 page goes to the pcp list of the CPU doing the freeing (if
     /// any), which spills `batch` pages to the buddy above `high`.
     pub fn free_page(&mut self, pfn: Pfn) {
+        self.free_page_luf(pfn, 0);
+    }
+
+    /// [`Sim::free_page`] of a page that carries LUF tag `luf` while free (0 = none; LUF's
+    /// `free_unref_page(page, order, ugen)`, mm/luf.rs).
+    pub fn free_page_luf(&mut self, pfn: Pfn, luf: u16) {
         let f = &self.frames[pfn.0 as usize];
         assert!(f.flags & pg::FREE == 0, "simulator bug: double free of {pfn}");
         assert!(f.flags & pg::ZERO == 0, "simulator bug: freeing the zero page");
         debug_assert_eq!(f.mapcount, 0, "simulator bug: freeing mapped frame {pfn}");
         debug_assert!(f.flags & pg::LRU == 0, "simulator bug: freeing a frame still on an LRU list {pfn}");
-        let node = f.node as usize;
+        let node = self.pfn_to_nid(pfn);
         if self.oracle.is_some() {
-            self.oracle_free(pfn, 0);
+            self.oracle_free(pfn, 0, luf != 0);
         }
         self.vmstat.count(VmEvent::PGFREE);
         self.nodes[node].nr_free += 1;
+        // The old mapping and index go; the tag takes the index's place.
+        self.frames[pfn.0 as usize] = Frame::free(luf);
         let Some(cpu) = self.running_cpu else {
             self.free_one_page(pfn.0, 0);
             return;
         };
-        {
-            let fr = &mut self.frames[pfn.0 as usize];
-            *fr = Frame { flags: pg::FREE, node: fr.node, lru_next: NIL, lru_prev: NIL, luf: fr.luf, ..Default::default() };
-        }
         let pcp = &mut self.pcp[cpu.0 as usize][node];
         pcp.list.push(pfn);
         if pcp.list.len() > pcp.high {
@@ -370,12 +383,15 @@ impl Sim {
 
     /// Free a whole block of `1 << order` pages straight to the buddy (huge pages, contiguous runs).
     pub fn free_pages_order(&mut self, pfn: Pfn, order: usize) {
-        let node = self.frames[pfn.0 as usize].node as usize;
+        let node = self.pfn_to_nid(pfn);
         if self.oracle.is_some() {
-            self.oracle_free(pfn, order);
+            self.oracle_free(pfn, order, false);
         }
         self.nodes[node].nr_free += 1 << order;
         self.vmstat.add(VmEvent::PGFREE, 1 << order);
+        for f in &mut self.frames[pfn.0 as usize..(pfn.0 + (1 << order)) as usize] {
+            *f = Frame::free(0);
+        }
         self.free_one_page(pfn.0, order);
     }
 
@@ -401,11 +417,11 @@ impl Sim {
                             .map(|o| (o, start + ((p - start) & !((1u32 << o) - 1))))
                             .find(|&(o, h)| {
                                 let f = &self.frames[h as usize];
-                                f.flags & pg::BUDDY != 0 && f.order as usize == o
+                                f.flags & pg::BUDDY != 0 && f.buddy_order() == o
                             })
                             .map(|(_, h)| h)
                             .unwrap_or_else(|| panic!("simulator bug: free frame {p} not in a buddy block"));
-                        let order = self.frames[head as usize].order as usize;
+                        let order = self.frames[head as usize].buddy_order();
                         self.list_del(node, order, head);
                         // Give back the parts of the block outside the run.
                         for q in head..head + (1 << order) {
@@ -423,8 +439,7 @@ impl Sim {
                         }
                     }
                     for q in base..base + nr {
-                        let f = &mut self.frames[q as usize];
-                        *f = Frame { flags: 0, node: f.node, refcount: (q == base) as u32, lru_next: NIL, lru_prev: NIL, ..Default::default() };
+                        self.frames[q as usize] = Frame::allocated((q == base) as u32);
                     }
                     self.nodes[node].nr_free -= nr as u64;
                     self.vmstat.add(VmEvent::PGALLOC, nr as u64);
@@ -456,6 +471,12 @@ impl Sim {
 
     /// `folio_put()`: drop a reference, freeing the frame at zero.
     pub fn put_page(&mut self, pfn: Pfn) {
+        self.put_page_luf(pfn, 0);
+    }
+
+    /// [`Sim::put_page`] handing the frame LUF tag `luf` if this drops the last reference
+    /// (`folio_put_ugen()`, mm/luf.rs); a frame that stays in use takes no tag.
+    pub fn put_page_luf(&mut self, pfn: Pfn, luf: u16) {
         let f = &mut self.frames[pfn.0 as usize];
         if f.flags & pg::ZERO != 0 {
             return;
@@ -466,7 +487,7 @@ impl Sim {
             if f.flags & pg::LRU != 0 {
                 self.lru_del(pfn);
             }
-            self.free_page(pfn);
+            self.free_page_luf(pfn, luf);
         }
     }
 

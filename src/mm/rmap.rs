@@ -82,9 +82,9 @@ impl Sim {
         if f.flags & pg::ANON != 0 {
             for &mm in &self.anon_vmas[f.mapping as usize].mms {
                 if let Some(m) = self.mms[mm.0 as usize].as_ref() {
-                    let p = m.pgtable.get(f.index);
+                    let p = m.pgtable.get(f.index());
                     if p.mapped() && p.pfn() == pfn {
-                        out.push((mm, f.index));
+                        out.push((mm, f.index()));
                     }
                 }
             }
@@ -93,10 +93,10 @@ impl Sim {
                 let Some(m) = self.mms[mm.0 as usize].as_ref() else { continue };
                 let Some(v) = m.vmas.get(&vstart) else { continue };
                 let Backing::File { pgoff, .. } = v.backing else { continue };
-                if f.index < pgoff || f.index >= pgoff + (v.end - v.start) {
+                if f.index() < pgoff || f.index() >= pgoff + (v.end - v.start) {
                     continue;
                 }
-                let vpn = v.start + (f.index - pgoff);
+                let vpn = v.start + (f.index() - pgoff);
                 let p = m.pgtable.get(vpn);
                 if p.mapped() && p.pfn() == pfn {
                     out.push((mm, vpn));

@@ -139,7 +139,7 @@ impl Sim {
     pub fn lru_add(&mut self, pfn: Pfn) {
         let f = self.frames[pfn.0 as usize];
         debug_assert!(f.flags & pg::LRU == 0, "simulator bug: {pfn} already on an LRU");
-        let (node, lru) = (f.node as usize, lru_of(f.flags) as usize);
+        let (node, lru) = (self.pfn_to_nid(pfn), lru_of(f.flags) as usize);
         let l = self.nodes[node].lru.lists[lru];
         {
             let fr = &mut self.frames[pfn.0 as usize];
@@ -162,7 +162,7 @@ impl Sim {
     pub fn lru_del(&mut self, pfn: Pfn) {
         let f = self.frames[pfn.0 as usize];
         debug_assert!(f.flags & pg::LRU != 0);
-        let (node, lru) = (f.node as usize, lru_of(f.flags) as usize);
+        let (node, lru) = (self.pfn_to_nid(pfn), lru_of(f.flags) as usize);
         if f.lru_prev != NIL {
             self.frames[f.lru_prev as usize].lru_next = f.lru_next;
         } else {
@@ -208,8 +208,8 @@ impl Sim {
         self.kfn_enter(cpu, KFn::FolioBatchMoveLru);
         let mut i = 0;
         while i < batch.len() {
-            let node = self.frames[batch[i].0 as usize].node;
-            let run = batch[i..].iter().take_while(|p| self.frames[p.0 as usize].node == node).count();
+            let node = self.pfn_to_nid(batch[i]);
+            let run = batch[i..].iter().take_while(|&&p| self.pfn_to_nid(p) == node).count();
             let work = self.miss_ns(cpu, NodeId(node as u32)) * run as f64;
             self.lock_section(cpu, LockId::Lru(node as u32), Mode::Exclusive, work);
             self.charge_sys(cpu, work);
@@ -247,7 +247,7 @@ impl Sim {
         } else {
             f.flags &= !pg::ACTIVE;
         }
-        let node = f.node as usize;
+        let node = self.pfn_to_nid(pfn);
         self.lru_add(pfn);
         if active && self.p.kver >= (5, 9) {
             self.workingset_age_nonresident(node, 1);

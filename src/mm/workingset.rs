@@ -123,7 +123,7 @@ impl Sim {
     /// (ages the node's LRU by one page).
     pub(crate) fn workingset_eviction(&mut self, pfn: Pfn) -> Shadow {
         let f = self.frames[pfn.0 as usize];
-        let node = f.node as usize;
+        let node = self.pfn_to_nid(pfn);
         let eviction = self.nodes[node].lru.nonresident_age >> self.workingset_bucket_order;
         self.workingset_age_nonresident(node, 1);
         Shadow::pack(node, eviction, self.p.kver >= (4, 20) && f.flags & pg::WORKINGSET != 0)
@@ -151,7 +151,7 @@ impl Sim {
             return;
         }
         self.frames[pfn.0 as usize].flags |= pg::ACTIVE;
-        let here = self.frames[pfn.0 as usize].node as usize;
+        let here = self.pfn_to_nid(pfn);
         self.workingset_age_nonresident(here, 1);
         self.vmstat.count(VmEvent::WORKINGSET_ACTIVATE_FILE);
         if workingset {
