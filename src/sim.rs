@@ -636,6 +636,11 @@ pub struct Sim {
     /// The node of each frame, from its pfn ([`Sim::pfn_to_nid`]).
     pub node_map: NodeMap,
     pub mms: Vec<Option<Mm>>,
+    /// Page-table pages of every live mm (the sum of their `nr_ptes`, PGDs included) and its
+    /// high-water mark over the run: the host memory the page tables took at their largest
+    /// (4 KiB of `Pte`s per table), which `mmsim bench` counts per frame.
+    pub pgtable_pages: u64,
+    pub pgtable_pages_peak: u64,
     pub tasks: Vec<Task>,
     pub files: Vec<File>,
     /// `bucket_order` of shadow entries' timestamps (mm/workingset.rs).
@@ -704,6 +709,13 @@ pub struct Sim {
 pub const NO_PFN: u32 = u32::MAX;
 
 impl Sim {
+    /// Page-table pages allocated (`delta` > 0) or freed, for [`Sim::pgtable_pages`] and its
+    /// peak; every change of an mm's `nr_ptes` goes through here too.
+    pub fn pgtables_changed(&mut self, delta: i64) {
+        self.pgtable_pages = self.pgtable_pages.checked_add_signed(delta).expect("simulator bug: more page tables freed than allocated");
+        self.pgtable_pages_peak = self.pgtable_pages_peak.max(self.pgtable_pages);
+    }
+
     pub fn new(cfg: &Config) -> Sim {
         let p = Params::from_config(cfg);
         let ncpus = cfg.int("machine.cpus") as usize;
@@ -788,6 +800,8 @@ impl Sim {
             frames,
             node_map,
             mms: Vec::new(),
+            pgtable_pages: 0,
+            pgtable_pages_peak: 0,
             tasks: Vec::new(),
             files: Vec::new(),
             workingset_bucket_order,

@@ -8,7 +8,7 @@
 //!
 //! | checker     | invariant                                                                        |
 //! |-------------|----------------------------------------------------------------------------------|
-//! | `pgtable`   | every table frame is `PGTABLE`, allocated and in exactly one slot of one live mm; `Dir::used` / `PteTable::used` count the non-empty slots; `Mm::nr_ptes` counts the mm's tables (PGD included); every non-none PTE is present, PROT_NONE or a swap entry, lies inside a VMA and names an existing frame or slot; a PTE mapping the zero page is not writable |
+//! | `pgtable`   | every table frame is `PGTABLE`, allocated and in exactly one slot of one live mm; `Dir::used` / `PteTable::used` count the non-empty slots; `Mm::nr_ptes` counts the mm's tables (PGD included) and `Sim::pgtable_pages` their sum; every non-none PTE is present, PROT_NONE or a swap entry, lies inside a VMA and names an existing frame or slot; a PTE mapping the zero page is not writable |
 //! | `mapcount`  | a frame's `mapcount` equals the number of mapped PTEs (present or PROT_NONE) of all live mms that point at it (the zero page: always 0) |
 //! | `rmap`      | for every mapped frame, `rmap_walk()` returns each of those PTEs exactly once; a mapped frame is `ANON` or `FILE` |
 //! | `rss`       | `Mm::rss_anon` / `rss_file` equal the mm's mapped PTEs of `ANON` / other frames (zero page excluded) |
@@ -258,6 +258,10 @@ impl Sim {
             if (rss_anon, rss_file) != (m.rss_anon, m.rss_file) {
                 report!(found, "rss", Pfn(0), "mm{mi} has rss_anon {} rss_file {} but its PTEs map {rss_anon} anon and {rss_file} file pages", m.rss_anon, m.rss_file);
             }
+        }
+        let live: u64 = self.mms.iter().flatten().map(|m| m.nr_ptes).sum();
+        if live != self.pgtable_pages {
+            report!(found, "pgtable", Pfn(0), "Sim::pgtable_pages is {} but the live mms have {live} page-table pages", self.pgtable_pages);
         }
     }
 

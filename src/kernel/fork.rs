@@ -77,6 +77,8 @@ impl Sim {
         }
         let pgd = self.mm(mm).pgtable.pgd.pfn;
         self.put_page(pgd);
+        let left = self.mm(mm).nr_ptes;
+        self.pgtables_changed(-(left as i64));
         self.mms[mm.0 as usize] = None;
     }
 }

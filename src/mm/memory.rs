@@ -64,6 +64,7 @@ impl Sim {
         let mut it = pfns.into_iter();
         let used = self.mm_mut(mm).pgtable.alloc_path(vpn, || it.next().expect("counted"));
         self.mm_mut(mm).nr_ptes += used as u64;
+        self.pgtables_changed(used as i64);
         self.charge_sys(cpu, self.p.page_alloc_ns * used as f64);
         Ok(())
     }
@@ -392,6 +393,7 @@ impl Sim {
                 if reclaim_pt && e - s == 512 {
                     if let Some(pfn) = self.mm_mut(mm).pgtable.free_pte_table(s) {
                         self.mm_mut(mm).nr_ptes -= 1;
+                        self.pgtables_changed(-1);
                         tlb.free_table(s, pfn);
                     }
                 }
@@ -460,6 +462,7 @@ impl Sim {
         let mm = tlb.mm;
         let freed = self.mm_mut(mm).pgtable.free_pgd_range(start << PAGE_SHIFT, end << PAGE_SHIFT, floor, ceiling);
         self.mm_mut(mm).nr_ptes -= freed.len() as u64;
+        self.pgtables_changed(-(freed.len() as i64));
         for pfn in freed {
             tlb.free_table(start, pfn);
         }

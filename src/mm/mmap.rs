@@ -79,6 +79,7 @@ impl Sim {
             nr_ptes: 1,
             vma_lookup: Default::default(),
         }));
+        self.pgtables_changed(1);
         Some(id)
     }
 
