@@ -72,8 +72,7 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result
         }
         "vmacache" => {
             // As the CLI: the real traces are included when run from the repository root.
-            let traces: Vec<String> = crate::reproduce::vmacache::TRACES.iter().filter(|p| Path::new(p).exists()).map(|p| p.to_string()).collect();
-            let t = crate::reproduce::vmacache::table(&[], &traces).map_err(ApiError::Usage)?;
+            let t = crate::reproduce::vmacache::table(&[], &crate::reproduce::vmacache::present_traces()).map_err(ApiError::Usage)?;
             Ok(to_json(&t))
         }
         "hvo" => Ok(to_json(&crate::reproduce::hvo::run().0)),

@@ -161,8 +161,7 @@ fn run_one(name: &str, scale: Option<u64>) -> Result<(String, serde_json::Value,
             Ok((text, val(&out), checks))
         }
         "vmacache" => {
-            let traces: Vec<String> = super::vmacache::TRACES.iter().filter(|p| std::path::Path::new(p).exists()).map(|p| p.to_string()).collect();
-            let t = super::vmacache::table(&[], &traces).map_err(|e| e.to_string())?;
+            let t = super::vmacache::table(&[], &super::vmacache::present_traces()).map_err(|e| e.to_string())?;
             let checks = super::vmacache::checks(&t);
             Ok((super::vmacache::render(&t), val(&t), checks))
         }

@@ -28,6 +28,11 @@ const PUBLISHED: &[(&str, f64, f64, f64, f64)] = &[
 /// The shipped real traces (recorded on the development machine by `mmsim trace record`).
 pub const TRACES: &[&str] = &["traces/gcc-hello.trace", "traces/python3-pass.trace"];
 
+/// The shipped traces found from the current directory (all of them from the repository root).
+pub fn present_traces() -> Vec<String> {
+    TRACES.iter().filter(|p| std::path::Path::new(p).exists()).map(|p| p.to_string()).collect()
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Pair {
     pub before: Option<f64>,
@@ -183,7 +188,7 @@ pub fn checks(t: &Table) -> Vec<super::summary::Check> {
 }
 
 pub fn cli(json: Option<PathBuf>) -> ExitCode {
-    let traces: Vec<String> = TRACES.iter().filter(|p| std::path::Path::new(p).exists()).map(|p| p.to_string()).collect();
+    let traces = present_traces();
     if traces.len() < TRACES.len() {
         eprintln!("mmsim reproduce vmacache: note: run from the repository root to include the real traces ({})", TRACES.join(", "));
     }
