@@ -93,6 +93,15 @@ impl Sim {
         self.tlb_miss(cpu, mm, vpn, write, instr)
     }
 
+    /// Prefetch the host cache line of `vpn`'s PTE in `mm`, if its table exists: a hint for a
+    /// workload that knows its next access (`SynthState::peek_page`). Changes nothing simulated.
+    #[inline]
+    pub(crate) fn prefetch_pte(&self, mm: MmId, vpn: u64) {
+        if let Some(t) = self.mms[mm.0 as usize].as_ref().and_then(|m| m.pgtable.pte_table(vpn)) {
+            crate::hw::prefetch(&t.ptes[idx(vpn, 0)]);
+        }
+    }
+
     fn walk_cost(&self, cpu: CpuId, mm: MmId, vpn: u64) -> f64 {
         let lat = match self.mm(mm).pgtable.pte_table(vpn) {
             Some(t) => {

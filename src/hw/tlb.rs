@@ -223,23 +223,44 @@ impl SetAssoc {
         Some(i)
     }
 
-    /// Insert as MRU: into the way holding the same tag, else an invalid way, else the least
-    /// recently used one. Returns the evicted valid entry, if any.
+    /// Insert as MRU: into the way holding the same tag, else the first invalid way, else the
+    /// least recently used one. Returns the tag of the valid entry it evicted, if any.
+    ///
+    /// One pass over the set's tags finds both the same tag and the first invalid way; the
+    /// stamps are read only when the set is full of other tags. The evicted entry itself is not
+    /// read (its tag is in `tags`): on a miss-heavy stream that read was a host cache miss.
     #[inline]
-    pub fn insert(&mut self, e: TlbEntry) -> Option<TlbEntry> {
+    pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
         let base = self.set(e.tag);
         let ways = &self.tags[base..base + self.ways];
-        let i = ways
-            .iter()
-            .position(|&x| x == e.tag)
-            .or_else(|| ways.iter().position(|&x| x == INVALID))
-            .unwrap_or_else(|| (0..self.ways).min_by_key(|&w| self.stamp[base + w]).unwrap_or(0));
-        let old = self.entries[base + i];
+        let found = if self.ways <= 64 {
+            // Bit masks of the ways holding the tag and of the invalid ways, without branches.
+            let (mut same, mut free) = (0u64, 0u64);
+            for (w, &t) in ways.iter().enumerate() {
+                same |= ((t == e.tag) as u64) << w;
+                free |= ((t == INVALID) as u64) << w;
+            }
+            [same, free].into_iter().find(|&m| m != 0).map(|m| m.trailing_zeros() as usize)
+        } else {
+            ways.iter().position(|&x| x == e.tag).or_else(|| ways.iter().position(|&x| x == INVALID))
+        };
+        let i = found.unwrap_or_else(|| {
+            // The least recently used way (the first of equal stamps, as `min_by_key`).
+            let stamps = &self.stamp[base..base + self.ways];
+            let (mut lru, mut min) = (0, stamps[0]);
+            for (w, &s) in stamps.iter().enumerate().skip(1) {
+                let less = s < min;
+                lru = if less { w } else { lru };
+                min = if less { s } else { min };
+            }
+            lru
+        });
+        let old = self.tags[base + i];
         self.entries[base + i] = e;
         self.tags[base + i] = e.tag;
         let t = self.next_tick();
         self.stamp[base + i] = t;
-        (old.tag != INVALID && old.tag != e.tag).then_some(old)
+        (old != INVALID && old != e.tag).then_some(old)
     }
 
     pub fn invalidate(&mut self, tag: u64) -> bool {
@@ -667,7 +688,7 @@ mod tests {
         s.tick = u32::MAX - 1;
         assert!(s.lookup(0).is_some()); // tick = MAX: 0 is MRU
         assert!(s.lookup(0).is_some()); // wraps: stamps renumbered, 0 still MRU
-        assert_eq!(s.insert(e(4)).map(|x| x.tag), Some(2));
+        assert_eq!(s.insert(e(4)), Some(2));
     }
 
     #[test]
@@ -678,7 +699,7 @@ mod tests {
         s.insert(e(2)); // same set (even tags)
         assert!(s.lookup(0).is_some()); // 0 is MRU now
         let ev = s.insert(e(4));
-        assert_eq!(ev.map(|x| x.tag), Some(2));
+        assert_eq!(ev, Some(2));
         assert!(s.lookup(2).is_none());
         assert!(s.lookup(0).is_some() && s.lookup(4).is_some());
     }

@@ -30,6 +30,10 @@ pub struct SynthState {
     /// Thinning (`workload.thin`): each simulated pattern access stands for this many accesses
     /// drawn from the same distribution; the run charges this many times its user time.
     pub thin: u64,
+    /// The next access drawn early by [`SynthState::peek_page`]: (page, write, weight). The
+    /// next call of [`SynthState::next_access_with`] returns it instead of drawing, so the
+    /// accesses and the PRNG's draws are the same, in the same order, as without the peek.
+    pub ahead: Option<(u64, bool, u64)>,
 }
 
 impl SynthState {
@@ -47,6 +51,9 @@ impl SynthState {
     /// `Sim::step_synth`): the same draws in the same order.
     #[inline(always)]
     pub fn next_access_with(&mut self, prng: &mut Prng) -> (u64, bool) {
+        if let Some((page, write, _)) = self.ahead.take() {
+            return (page, write);
+        }
         if self.init.0 < self.init.1 {
             self.init.0 += 1;
             return (self.init.0 - 1, true);
@@ -73,7 +80,24 @@ impl SynthState {
     /// How many accesses the next data access stands for: 1 while initialising, else `thin`.
     #[inline]
     pub fn weight(&self) -> u64 {
-        if self.init.0 < self.init.1 { 1 } else { self.thin }
+        match self.ahead {
+            Some((_, _, w)) => w,
+            None if self.init.0 < self.init.1 => 1,
+            None => self.thin,
+        }
+    }
+
+    /// The page of the next data access, drawn now and kept in `ahead` for
+    /// [`SynthState::next_access_with`] (with its weight, read before the draw as the step
+    /// loop reads it): the caller prefetches its PTE while the current access runs.
+    #[inline]
+    pub fn peek_page(&mut self) -> u64 {
+        if self.ahead.is_none() {
+            let w = self.weight();
+            let (page, write) = self.next_access();
+            self.ahead = Some((page, write, w));
+        }
+        self.ahead.map(|a| a.0).unwrap_or_default()
     }
 
     /// Whether an instruction-page fetch precedes this access, and which text page.
@@ -90,5 +114,55 @@ impl SynthState {
         let p = self.text_cursor;
         self.text_cursor = (self.text_cursor + 1) % self.text.1;
         Some(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(pattern: Pattern, init: (u64, u64), thin: u64) -> SynthState {
+        SynthState {
+            region: (1000, 300),
+            text: (0, 0),
+            prng: Prng::new(7),
+            remaining: u64::MAX,
+            pattern,
+            read_pct: 60,
+            sigma: 40.0,
+            fetches_per_access: 0.0,
+            fetch_acc: 0.0,
+            text_cursor: 0,
+            seq_cursor: 0,
+            init,
+            thin,
+            ahead: None,
+        }
+    }
+
+    /// The step loop reads the weight, then draws the access.
+    fn take(st: &mut SynthState) -> (u64, bool, u64) {
+        let w = st.weight();
+        let (p, wr) = st.next_access();
+        (p, wr, w)
+    }
+
+    #[test]
+    fn peeking_ahead_changes_no_access_and_no_weight() {
+        // Peek before every access (as a miss-heavy stream does), or at random points.
+        for (pattern, always) in [Pattern::Uniform, Pattern::Normal, Pattern::Sequential].into_iter().flat_map(|p| [(p, true), (p, false)]) {
+            let (mut plain, mut peeked) = (state(pattern, (0, 20), 7), state(pattern, (0, 20), 7));
+            let mut prng = Prng::new(99);
+            for i in 0..2000 {
+                let want = take(&mut plain);
+                // A second peek in a row is a no-op.
+                if always || prng.below(3) == 0 {
+                    let ahead = peeked.peek_page();
+                    assert_eq!(peeked.peek_page(), ahead);
+                    assert_eq!(ahead, want.0, "{pattern:?} access {i}: the peek is the next access");
+                }
+                assert_eq!(take(&mut peeked), want, "{pattern:?} access {i}");
+            }
+        }
     }
 }
