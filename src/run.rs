@@ -193,7 +193,6 @@ impl Sim {
                 seq_cursor: 0,
                 init: (0, 0),
                 thin: cfg.int("workload.thin") as u64,
-                ahead: None,
             })
         };
         self.spawn_workload(cfg, procs, threads as u64, text_pages, setup, thread);
@@ -433,7 +432,7 @@ impl Sim {
                     // Draw the next access now and prefetch its PTE: the slow path (a walk at
                     // least) hides the host's cache miss on it.
                     if st.remaining > 0 {
-                        self.prefetch_pte(mm, st.region.0 + st.peek_page());
+                        self.prefetch_pte(mm, st.region.0 + st.peek_page(&st.prng));
                     }
                     if let Err(e) = self.access_slow_from(cpu, mm, vpn, write, false, l1_4k_missed) {
                         return self.fault_kill(t, prog, 0, e);
@@ -459,7 +458,7 @@ impl Sim {
             if st.remaining > 0 && weight > 1 {
                 // A thinned stream (workload.thin) is mostly TLB misses: prefetch the next
                 // access's PTE while this one runs (`SynthState::peek_page`).
-                self.prefetch_pte(mm, st.region.0 + st.peek_page());
+                self.prefetch_pte(mm, st.region.0 + st.peek_page(&st.prng));
             }
             if let Some(f) = fetch {
                 if let Err(e) = self.access(cpu, mm, f, false, true) {
