@@ -55,11 +55,25 @@ pub fn run_json(scenario: &Scenario, sets: &[String]) -> Result<String, ApiError
     Ok(to_json(&report))
 }
 
-/// `mmsim reproduce NAME --set ... --seeds N --json FILE`: the JSON text of the file.
-/// `sets` and `seeds` apply to batched-flush only, as on the command line.
-pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result<String, ApiError> {
+/// `mmsim reproduce NAME --set ... --seeds N --scale K --json FILE`: the JSON text of the file.
+/// `sets` and `seeds` apply to batched-flush only; `scale` (None: each experiment's default, as
+/// the CLI without `--scale`) to batched-flush, hvo, numa-delayed-map and luf, with the CLI's
+/// ranges.
+pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> Result<String, ApiError> {
     if (!sets.is_empty() || seeds.is_some()) && name != "batched-flush" {
         return Err(ApiError::Usage("reproduce: sets and seeds are supported for batched-flush only".into()));
+    }
+    let max = match name {
+        "batched-flush" => crate::reproduce::batched_flush::MAX_SCALE,
+        "hvo" => crate::reproduce::hvo::MAX_SCALE,
+        "numa-delayed-map" => crate::reproduce::numa_delayed_map::MAX_SCALE,
+        "luf" => crate::reproduce::luf::MAX_SCALE,
+        _ => 0,
+    };
+    if let Some(k) = scale
+        && !(1..=max).contains(&k)
+    {
+        return Err(ApiError::Usage(if max == 0 { format!("reproduce: {name} has one size (no scale)") } else { format!("reproduce: scale for {name} takes 1 to {max}, not {k}") }));
     }
     match name {
         "batched-flush" => {
@@ -67,7 +81,7 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result
             if seeds == 0 {
                 return Err(ApiError::Usage("reproduce: seeds must be at least 1".into()));
             }
-            let (out, _) = crate::reproduce::batched_flush::experiment(sets, seeds, crate::reproduce::batched_flush::DEFAULT_SCALE)?;
+            let (out, _) = crate::reproduce::batched_flush::experiment(sets, seeds, scale.unwrap_or(crate::reproduce::batched_flush::DEFAULT_SCALE))?;
             Ok(to_json(&out))
         }
         "vmacache" => {
@@ -75,12 +89,12 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>) -> Result
             let t = crate::reproduce::vmacache::table(&[], &crate::reproduce::vmacache::present_traces()).map_err(ApiError::Usage)?;
             Ok(to_json(&t))
         }
-        "hvo" => Ok(to_json(&crate::reproduce::hvo::run().0)),
-        // Full scale, as the CLI without --scale (minutes).
-        "numa-delayed-map" => Ok(to_json(&crate::reproduce::numa_delayed_map::experiment(1, sets)?.0)),
+        "hvo" => Ok(to_json(&crate::reproduce::hvo::run(scale.unwrap_or(crate::reproduce::hvo::DEFAULT_SCALE)).0)),
+        // Full scale without a scale, as the CLI without --scale (minutes).
+        "numa-delayed-map" => Ok(to_json(&crate::reproduce::numa_delayed_map::experiment(scale.unwrap_or(1), sets)?.0)),
         "flush-alternatives" => Ok(to_json(&crate::reproduce::flush_alternatives::experiment().map_err(ApiError::Usage)?)),
-        // Full scale, as the CLI without --scale (hours: docs/luf.md).
-        "luf" => Ok(to_json(&crate::reproduce::luf::experiment(1, sets)?.0)),
+        // Full scale without a scale, as the CLI without --scale (hours: docs/luf.md).
+        "luf" => Ok(to_json(&crate::reproduce::luf::experiment(scale.unwrap_or(1), sets)?.0)),
         _ => {
             let names: Vec<&str> = crate::reproduce::EXPERIMENTS.iter().map(|(n, _)| *n).collect();
             Err(ApiError::Usage(format!("reproduce: unknown experiment '{name}'; available: {}", names.join(", "))))
@@ -160,7 +174,9 @@ mod tests {
         assert!(m.starts_with("x.toml:2: machine.cpus:"), "{m}");
         let e = run_json(&Scenario::Text { name: "x.toml", toml: TINY }, &["machine.cpuz=3".into()]).unwrap_err();
         assert!(e.to_string().starts_with("--set:1: machine.cpuz:"), "{e}");
-        assert!(matches!(reproduce_json("nope", &[], None), Err(ApiError::Usage(_))));
+        assert!(matches!(reproduce_json("nope", &[], None, None), Err(ApiError::Usage(_))));
+        assert!(matches!(reproduce_json("vmacache", &[], None, Some(2)), Err(ApiError::Usage(_))));
+        assert!(matches!(reproduce_json("hvo", &[], None, Some(101)), Err(ApiError::Usage(_))));
     }
 
     #[test]

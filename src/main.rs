@@ -123,7 +123,7 @@ enum Cmd {
         /// BEFORE and AFTER alike, before any --set (batched-flush, numa-delayed-map).
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
-        /// Divide every memory size by K, multiply counts back (batched-flush: default 16, at most 64; numa-delayed-map: default 1, at most 512; luf: default 1, at most 1024; all: each experiment at K or its largest).
+        /// Divide every memory size by K, multiply counts back (batched-flush: default 1, at most 64; hvo: its 500,000-page case, default 1 (1 TB, ≈8 GiB of host memory), at most 100; numa-delayed-map: default 1, at most 512; luf: default 1, at most 1024; all: each experiment at K or its largest).
         #[arg(long, value_name = "K")]
         scale: Option<u64>,
         /// Write {"experiment", "rows": [...]} as JSON (atomically).

@@ -412,7 +412,7 @@ fn oom_is_an_event() {
 fn reproduce_all_summarises_each_experiment_against_its_issues_bands() {
     let d = tmpdir("all");
     let j = d.join("all.json");
-    let o = mmsim().args(["reproduce", "all", "--only", "vmacache,hvo", "--json", j.to_str().unwrap()]).output().unwrap();
+    let o = mmsim().args(["reproduce", "all", "--only", "vmacache,hvo", "--scale", "100", "--json", j.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
     // all's order, whatever --only's: hvo before vmacache, each printed as its own command does.

@@ -204,7 +204,7 @@ fn plots_present(dom: &str, ids: &[String]) -> Result<(), String> {
 fn html_reports_render_in_headless_chromium() {
     let (run_html, rep_html, rep_json) = (tmp("run.html"), tmp("hvo.html"), tmp("hvo.json"));
     ok(&["run", "scenarios/munmap-storm.toml", "--report", run_html.to_str().unwrap(), "--only", "summary"]);
-    ok(&["reproduce", "hvo", "--json", rep_json.to_str().unwrap(), "--report", rep_html.to_str().unwrap()]);
+    ok(&["reproduce", "hvo", "--scale", "100", "--json", rep_json.to_str().unwrap(), "--report", rep_html.to_str().unwrap()]);
     let run_text = std::fs::read_to_string(&run_html).unwrap();
     let rep_text = std::fs::read_to_string(&rep_html).unwrap();
     // Self-contained: no scripts, nothing fetched.
@@ -250,7 +250,7 @@ fn compare_two_runs_and_two_reproductions() {
     let mark = if pct < 0.0 { "%+)" } else { "%-)" };
     assert!(pct != 0.0 && row.trim_end().ends_with(mark), "{row}");
     let (r1, r2) = (tmp("cmp-r1.json"), tmp("cmp-r2.json"));
-    ok(&["reproduce", "hvo", "--json", r1.to_str().unwrap()]);
+    ok(&["reproduce", "hvo", "--scale", "100", "--json", r1.to_str().unwrap()]);
     std::fs::copy(&r1, &r2).unwrap();
     let out = ok(&["compare", r1.to_str().unwrap(), r2.to_str().unwrap(), "--all"]);
     assert!(out.contains("2 reproductions") && out.contains("vmemmap_pages_freed_per_2m"), "{out}");

@@ -3,7 +3,7 @@
 The Python face of the `mmsim` command line (docs/python.md):
 
 - ``run(scenario, sets={})`` -> dict: the JSON of ``mmsim run SCENARIO --set ... --json``;
-- ``reproduce(name, sets={}, seeds=None)`` -> dict: the JSON of ``mmsim reproduce NAME --json``;
+- ``reproduce(name, sets={}, seeds=None, scale=None)`` -> dict: the JSON of ``mmsim reproduce NAME --json``;
 - ``knobs()`` -> list of dicts: the table of ``mmsim knobs``;
 - ``frame(results)`` -> pandas.DataFrame: one row per run result, counters flattened;
 - ``sweep(scenario, grid, seeds, backend)`` -> pandas.DataFrame: a grid of runs on a local
@@ -66,11 +66,12 @@ def run(scenario: str | os.PathLike | Mapping[str, Any], sets: Mapping[str, Any]
     return json.loads(_mmsim.run_toml(name, text, set_args(sets)))
 
 
-def reproduce(name: str, sets: Mapping[str, Any] | None = None, seeds: int | None = None) -> dict:
-    """``mmsim reproduce NAME``'s JSON (batched-flush, vmacache or hvo). ``sets`` and ``seeds``
-    apply to batched-flush only, as on the command line. vmacache includes the real traces when
-    run from the repository root, as the CLI does."""
-    return json.loads(_mmsim.reproduce(name, set_args(sets), seeds))
+def reproduce(name: str, sets: Mapping[str, Any] | None = None, seeds: int | None = None, scale: int | None = None) -> dict:
+    """``mmsim reproduce NAME``'s JSON. ``sets`` and ``seeds`` apply to batched-flush only, as on
+    the command line; ``scale`` is ``--scale K`` (batched-flush, hvo, numa-delayed-map, luf;
+    None runs each at its default, the seed's full size but for batched-flush's 1/16). vmacache
+    includes the real traces when run from the repository root, as the CLI does."""
+    return json.loads(_mmsim.reproduce(name, set_args(sets), seeds, scale))
 
 
 def knobs() -> list[dict]:

@@ -30,11 +30,11 @@ fn run_toml(py: Python<'_>, name: String, toml: String, sets: Vec<String>) -> Py
     py.detach(|| api::run_json(&Scenario::Text { name: &name, toml: &toml }, &sets)).map_err(to_py)
 }
 
-/// reproduce(name, sets, seeds) -> str: `mmsim reproduce NAME --json` as JSON text.
+/// reproduce(name, sets, seeds, scale) -> str: `mmsim reproduce NAME --json` as JSON text.
 #[pyfunction]
-#[pyo3(signature = (name, sets, seeds=None))]
-fn reproduce(py: Python<'_>, name: String, sets: Vec<String>, seeds: Option<u64>) -> PyResult<String> {
-    py.detach(|| api::reproduce_json(&name, &sets, seeds)).map_err(to_py)
+#[pyo3(signature = (name, sets, seeds=None, scale=None))]
+fn reproduce(py: Python<'_>, name: String, sets: Vec<String>, seeds: Option<u64>, scale: Option<u64>) -> PyResult<String> {
+    py.detach(|| api::reproduce_json(&name, &sets, seeds, scale)).map_err(to_py)
 }
 
 /// knobs() -> str: the knob table as JSON text.

@@ -75,8 +75,8 @@ pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64
 
 /// [`cli`] with `--scale` (batched-flush, numa-delayed-map and luf only).
 pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> ExitCode {
-    if scale.is_some() && name != "numa-delayed-map" && name != "luf" && name != "batched-flush" {
-        eprintln!("mmsim reproduce: --scale is supported for batched-flush, numa-delayed-map and luf only");
+    if scale.is_some() && !["numa-delayed-map", "luf", "batched-flush", "hvo"].contains(&name) {
+        eprintln!("mmsim reproduce: --scale is supported for batched-flush, hvo, numa-delayed-map and luf only");
         return ExitCode::from(2);
     }
     if name == "luf" {
@@ -96,7 +96,7 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
     match name {
         "batched-flush" => batched_flush::cli(json, sets, seeds.unwrap_or(batched_flush::SEEDS), scale.unwrap_or(batched_flush::DEFAULT_SCALE)),
         "vmacache" => vmacache::cli(json),
-        "hvo" => hvo::cli(json),
+        "hvo" => hvo::cli(json, scale.unwrap_or(hvo::DEFAULT_SCALE)),
         "flush-alternatives" => flush_alternatives::cli(json),
         _ => {
             eprintln!("mmsim reproduce: unknown experiment '{name}'; available:");

@@ -127,7 +127,7 @@ pub fn render(checks: &[Check]) -> String {
 
 /// The experiments `reproduce all` runs, quickest first, and the largest `--scale` each takes
 /// (0: no `--scale`, the experiment runs at its one size).
-pub const ALL: [(&str, u64); 5] = [("hvo", 0), ("vmacache", 0), ("batched-flush", super::batched_flush::MAX_SCALE), ("luf", super::luf::MAX_SCALE), ("numa-delayed-map", super::numa_delayed_map::MAX_SCALE)];
+pub const ALL: [(&str, u64); 5] = [("hvo", super::hvo::MAX_SCALE), ("vmacache", 0), ("batched-flush", super::batched_flush::MAX_SCALE), ("luf", super::luf::MAX_SCALE), ("numa-delayed-map", super::numa_delayed_map::MAX_SCALE)];
 
 /// The scale `reproduce all --scale K` runs `name` at: K capped at the experiment's largest,
 /// or the experiment's own default without `--scale`. None for an experiment with one size.
@@ -138,6 +138,7 @@ pub fn scale_for(name: &str, asked: Option<u64>) -> Option<u64> {
     }
     let default = match name {
         "batched-flush" => super::batched_flush::DEFAULT_SCALE,
+        "hvo" => super::hvo::DEFAULT_SCALE,
         _ => 1,
     };
     Some(asked.unwrap_or(default).min(max))
@@ -156,7 +157,7 @@ struct AllOut {
 fn run_one(name: &str, scale: Option<u64>) -> Result<(String, serde_json::Value, Vec<Check>), String> {
     match name {
         "hvo" => {
-            let (out, text) = super::hvo::run();
+            let (out, text) = super::hvo::run(scale.expect("scalable"));
             let checks = super::hvo::checks(&out);
             Ok((text, val(&out), checks))
         }
@@ -283,7 +284,8 @@ mod tests {
 
     #[test]
     fn scale_is_capped_per_experiment() {
-        assert_eq!(scale_for("hvo", Some(512)), None);
+        assert_eq!(scale_for("hvo", Some(512)), Some(100));
+        assert_eq!(scale_for("vmacache", Some(512)), None);
         assert_eq!(scale_for("batched-flush", None), Some(super::super::batched_flush::DEFAULT_SCALE));
         assert_eq!(scale_for("batched-flush", Some(512)), Some(64));
         assert_eq!(scale_for("numa-delayed-map", Some(512)), Some(512));
