@@ -41,7 +41,7 @@ impl Sim {
         folios.dedup();
         self.lru_add_drain(cpu);
         let n = folios.len();
-        folios.retain(|&p| self.folio_isolate_lru(p));
+        folios.retain(|&p| self.folio_isolate_lru(cpu, p));
         let (mut ok, mut failed) = (0, (n - folios.len()) as u64);
         self.vmstat.add(VmEvent::PGMIGRATE_FAIL, failed);
         for chunk in folios.chunks(NR_MAX_BATCHED_MIGRATION) {
@@ -58,7 +58,7 @@ impl Sim {
     /// folio (a library), a dirty file folio (MIGRATE_ASYNC cannot write it back), a target node
     /// without room above its high watermark (`migrate_balanced_pgdat()`), a folio not on the
     /// LRU (e.g. still in a per-CPU lru_add batch, or already isolated by another fault).
-    pub fn migrate_misplaced_folio_prepare(&mut self, vma: &crate::sim::Vma, pfn: Pfn, target: NodeId) -> bool {
+    pub fn migrate_misplaced_folio_prepare(&mut self, cpu: CpuId, vma: &crate::sim::Vma, pfn: Pfn, target: NodeId) -> bool {
         let f = *self.frame(pfn);
         let file = f.flags & pg::FILE != 0;
         if file && f.mapcount > 1 && vma.flags & crate::sim::vm::EXEC != 0 {
@@ -79,7 +79,7 @@ impl Sim {
             }
             return false;
         }
-        if !self.folio_isolate_lru(pfn) {
+        if !self.folio_isolate_lru(cpu, pfn) {
             return false;
         }
         // The isolation holds a reference (folio_isolate_lru() does folio_get()): the folio

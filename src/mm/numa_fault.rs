@@ -66,7 +66,7 @@ impl Sim {
         };
         // migrate_misplaced_folio_prepare(): isolate under the PTE lock (6.10+; the older
         // numamigrate_isolate_folio() did the same a little later).
-        if !self.migrate_misplaced_folio_prepare(vma, pfn, NodeId(target)) {
+        if !self.migrate_misplaced_folio_prepare(cpu, vma, pfn, NodeId(target)) {
             self.numa_rebuild_mapping(mm, vpn, pte, writable);
             self.task_numa_fault(t, last_cpupid, nid, 1, flags | TNF_MIGRATE_FAIL);
             return Ok(());

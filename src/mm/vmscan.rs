@@ -224,11 +224,17 @@ impl Sim {
         }
     }
 
-    /// `folio_isolate_lru()`: take a folio off its LRU for reclaim. False if it is not on one.
-    pub fn folio_isolate_lru(&mut self, pfn: Pfn) -> bool {
+    /// `folio_isolate_lru()`: take one folio off its LRU (MADV_PAGEOUT's reclaim_pages(),
+    /// migration: move_pages, a NUMA hint fault, promotion). False if it is not on one. The
+    /// kernel takes the folio's LRU lock with interrupts off for it (`folio_lruvec_lock_irq()`;
+    /// 4.x `spin_lock_irq(zone_lru_lock)`): one folio's unlink, a dependent cache miss, under
+    /// the lock, as `lru_lock_work` charges a batch.
+    pub fn folio_isolate_lru(&mut self, cpu: CpuId, pfn: Pfn) -> bool {
         if self.frames[pfn.0 as usize].flags & pg::LRU == 0 {
             return false;
         }
+        let node = self.pfn_to_nid(pfn);
+        self.lru_lock_work(cpu, node, 1);
         self.lru_del(pfn);
         true
     }
@@ -309,7 +315,7 @@ impl Sim {
     /// The end of its shrink_folio_list() is left to the calling task's next step (see
     /// [`ReclaimTail`]); a previous call's end, still pending, runs first.
     pub fn reclaim_pages(&mut self, cpu: CpuId, folios: Vec<Pfn>) {
-        let isolated: Vec<Pfn> = folios.into_iter().filter(|&p| self.folio_isolate_lru(p)).collect();
+        let isolated: Vec<Pfn> = folios.into_iter().filter(|&p| self.folio_isolate_lru(cpu, p)).collect();
         let mut tail = self.take_reclaim_tail(cpu);
         self.shrink_folio_list(cpu, isolated, true, None, &mut tail);
         self.defer_reclaim_tail(cpu, tail);
