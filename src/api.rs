@@ -63,13 +63,7 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>, scale: Op
     if (!sets.is_empty() || seeds.is_some()) && name != "batched-flush" {
         return Err(ApiError::Usage("reproduce: sets and seeds are supported for batched-flush only".into()));
     }
-    let max = match name {
-        "batched-flush" => crate::reproduce::batched_flush::MAX_SCALE,
-        "hvo" => crate::reproduce::hvo::MAX_SCALE,
-        "numa-delayed-map" => crate::reproduce::numa_delayed_map::MAX_SCALE,
-        "luf" => crate::reproduce::luf::MAX_SCALE,
-        _ => 0,
-    };
+    let max = crate::reproduce::summary::max_scale(name);
     if let Some(k) = scale
         && !(1..=max).contains(&k)
     {

@@ -294,9 +294,9 @@ fn reclaim_of_mapped_file_pages_and_the_batched_flush() {
 /// are known misses, below.
 #[test]
 fn batched_flush_reproduction_meets_issue_11_per_page_and_irq_criteria() {
-    use mmsim::reproduce::batched_flush::{run_all, MACHINES};
-    // 1/16, the quick look's scale (the default, full scale, takes ≈16 min for one seed).
-    let r = run_all(&MACHINES, 1, &[], 16);
+    use mmsim::reproduce::batched_flush::{run_all, MACHINES, QUICK_SCALE};
+    // The quick look's 1/16 (the default, full scale, takes ≈16 min for one seed).
+    let r = run_all(&MACHINES, 1, &[], QUICK_SCALE);
     let gain = |m: usize, f: fn(&mmsim::reproduce::batched_flush::RunResult) -> f64| {
         let (b, a) = (f(&r[m][0][0]), f(&r[m][1][0]));
         (b - a) / b
@@ -325,9 +325,9 @@ fn batched_flush_reproduction_meets_issue_11_per_page_and_irq_criteria() {
 #[test]
 #[ignore = "known miss of the model, issue 11: elapsed gains outside their bands"]
 fn batched_flush_elapsed_gains_are_in_their_bands() {
-    use mmsim::reproduce::batched_flush::{run_all, MACHINES};
-    // 1/16, the quick look's scale (the default, full scale, takes ≈16 min for one seed).
-    let r = run_all(&MACHINES, 1, &[], 16);
+    use mmsim::reproduce::batched_flush::{run_all, MACHINES, QUICK_SCALE};
+    // The quick look's 1/16 (the default, full scale, takes ≈16 min for one seed).
+    let r = run_all(&MACHINES, 1, &[], QUICK_SCALE);
     let gain = |m: usize| (r[m][0][0].elapsed_s - r[m][1][0].elapsed_s) / r[m][0][0].elapsed_s;
     assert!((0.14..=0.34).contains(&gain(0)), "4-node elapsed gain {} outside 14-34%", gain(0));
     assert!((0.10..=0.29).contains(&gain(1)), "single-socket elapsed gain {} outside 10-29%", gain(1));

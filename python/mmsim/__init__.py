@@ -69,8 +69,8 @@ def run(scenario: str | os.PathLike | Mapping[str, Any], sets: Mapping[str, Any]
 def reproduce(name: str, sets: Mapping[str, Any] | None = None, seeds: int | None = None, scale: int | None = None) -> dict:
     """``mmsim reproduce NAME``'s JSON. ``sets`` and ``seeds`` apply to batched-flush only, as on
     the command line; ``scale`` is ``--scale K`` (batched-flush, hvo, numa-delayed-map, luf;
-    None runs each at its default, the seed's full size but for batched-flush's 1/16). vmacache
-    includes the real traces when run from the repository root, as the CLI does."""
+    None runs each at the seed's full size, as the CLI does). vmacache includes the real traces
+    when run from the repository root, as the CLI does."""
     return json.loads(_mmsim.reproduce(name, set_args(sets), seeds, scale))
 
 

@@ -178,7 +178,7 @@ const PUB_FREE_OFF: &[(&str, u64)] = &[("[4K, 8K)", 9950), ("[8K, 16K)", 287), (
 
 /// Run every experiment; returns the JSON rows and the text report. `scale` (1 to
 /// [`MAX_SCALE`]) divides experiment 4's 500,000 pages and multiplies its times back; 1 builds
-/// the seed's 1 TB machine (≈9 GiB of host memory per run).
+/// the seed's 1 TB machine (≈8 GiB of host memory per run; the runs go one at a time).
 pub fn run(scale: u64) -> (Output, String) {
     let mut rows = Vec::new();
     let mut text = String::new();
@@ -269,7 +269,7 @@ pub fn run(scale: u64) -> (Output, String) {
     let mem_per_node = ((pages * 2 / 8 + 256) * 64).div_ceil(63).div_ceil(128) * 128;
     let cases = [("hvo-off", "off", "off", 4.12, 4.48), ("hvo-unbatched", "mainline", "off", 28.97, 36.75), ("hvo-batched", "mainline", "on", 7.27, 13.20)];
     let one = |&(_, variant, batch, _, _): &(&str, &str, &str, f64, f64)| pool_run(&machine_config(288, 8, 8, mem_per_node, variant, batch), pages);
-    // A machine of more than 64 GiB runs alone: at full scale each holds ≈8.5 GiB of host
+    // A machine of more than 64 GiB runs alone: at full scale each holds ≈8 GiB of host
     // memory (1 TB of 32-byte frames), and two at once would need twice that.
     let pool_runs = if mem_per_node * 8 > 64 << 10 { cases.iter().map(one).collect() } else { super::run_jobs(&cases, one) };
     for ((case, _, _, pa, pf), r) in cases.into_iter().zip(pool_runs) {

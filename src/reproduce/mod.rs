@@ -73,9 +73,9 @@ pub fn cli(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64
     cli_scaled(name, json, sets, seeds, None)
 }
 
-/// [`cli`] with `--scale` (batched-flush, numa-delayed-map and luf only).
+/// [`cli`] with `--scale` (the experiments with a largest scale in `summary::ALL`).
 pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Option<u64>, scale: Option<u64>) -> ExitCode {
-    if scale.is_some() && !["numa-delayed-map", "luf", "batched-flush", "hvo"].contains(&name) {
+    if scale.is_some() && summary::max_scale(name) == 0 {
         eprintln!("mmsim reproduce: --scale is supported for batched-flush, hvo, numa-delayed-map and luf only");
         return ExitCode::from(2);
     }

@@ -129,10 +129,15 @@ pub fn render(checks: &[Check]) -> String {
 /// (0: no `--scale`, the experiment runs at its one size).
 pub const ALL: [(&str, u64); 5] = [("hvo", super::hvo::MAX_SCALE), ("vmacache", 0), ("batched-flush", super::batched_flush::MAX_SCALE), ("luf", super::luf::MAX_SCALE), ("numa-delayed-map", super::numa_delayed_map::MAX_SCALE)];
 
+/// The largest `--scale` of experiment `name` (0: it has one size, or no such experiment).
+pub fn max_scale(name: &str) -> u64 {
+    ALL.iter().find(|(n, _)| *n == name).map(|&(_, m)| m).unwrap_or(0)
+}
+
 /// The scale `reproduce all --scale K` runs `name` at: K capped at the experiment's largest,
 /// or the experiment's own default without `--scale`. None for an experiment with one size.
 pub fn scale_for(name: &str, asked: Option<u64>) -> Option<u64> {
-    let max = ALL.iter().find(|(n, _)| *n == name).map(|&(_, m)| m).unwrap_or(0);
+    let max = max_scale(name);
     if max == 0 {
         return None;
     }
