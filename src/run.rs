@@ -204,7 +204,7 @@ impl Sim {
 
     /// The task becomes a daemon (`spin forever`, `sleep forever`) or exits: the run no longer
     /// waits for it.
-    fn stop_counting(&mut self, t: Tid) {
+    pub(crate) fn stop_counting(&mut self, t: Tid) {
         let task = self.task_mut(t);
         if task.counts_for_completion {
             task.counts_for_completion = false;
@@ -338,6 +338,11 @@ impl Sim {
             Body::Kswapd(node) => {
                 if self.kswapd_step(cpu, *node as usize) { StepResult::Block(None) } else { StepResult::Continue }
             }
+            Body::Flusher => match self.flusher_step(cpu) {
+                // Written: sleep for the I/O (below), then look again.
+                None if self.cpus[ci].io_wait_until > self.cpus[ci].clock => StepResult::Continue,
+                wake => StepResult::Block(wake),
+            },
         };
         self.tasks[t.0 as usize].prog = Some(prog);
         // A read the step started (block/mod.rs): the task sleeps until it completes.
@@ -582,6 +587,14 @@ impl Sim {
                     self.charge_sys(cpu, self.p.syscall_ns);
                     region(self, &r).map(|(s, n)| {
                         self.do_madvise(cpu, mm, s, n, *advice);
+                        StepResult::Continue
+                    })
+                }
+                Op::Msync { region: r } => {
+                    *pc += 1;
+                    self.charge_sys(cpu, self.p.syscall_ns);
+                    region(self, &r).map(|(s, n)| {
+                        self.msync_range(cpu, mm, s, n);
                         StepResult::Continue
                     })
                 }

@@ -37,6 +37,7 @@ pub mod pg {
     pub const WRITEBACK: u16 = 1 << 12;
     pub const READAHEAD: u16 = 1 << 13; // PG_readahead: a fault here starts the next window
     pub const WORKINGSET: u16 = 1 << 14; // PG_workingset (4.20+; mm/workingset.rs)
+    pub const RECLAIM: u16 = 1 << 15; // PG_reclaim: reclaim met it dirty (mm/page_writeback.rs)
 }
 
 /// struct page / folio (order 0).
@@ -479,6 +480,11 @@ pub struct Params {
     pub ipi_cross_socket_ns: f64,
     pub block_read_ns: f64,
     pub block_write_ns: f64,
+    /// vm.dirty_background_ratio (%), vm.dirty_expire_centisecs and
+    /// vm.dirty_writeback_centisecs in ns (mm/page_writeback.rs).
+    pub dirty_background_ratio: u64,
+    pub dirty_expire_ns: Ns,
+    pub dirty_writeback_ns: Ns,
     pub block_read_bytes_per_ns: f64,
     /// vm read_ahead_kb / 4: the readahead window's maximum in pages (0 = off).
     pub read_ahead_pages: u64,
@@ -581,6 +587,9 @@ impl Params {
             ipi_cross_socket_ns: c.float("cost.ipi_cross_socket_ns"),
             block_read_ns: c.float("cost.block_read_4k_ns"),
             block_write_ns: c.float("cost.block_write_4k_ns"),
+            dirty_background_ratio: c.int("vm.dirty_background_ratio") as u64,
+            dirty_expire_ns: c.int("vm.dirty_expire_centisecs") as Ns * 10_000_000,
+            dirty_writeback_ns: c.int("vm.dirty_writeback_centisecs") as Ns * 10_000_000,
             block_read_bytes_per_ns: c.float("cost.block_read_bytes_per_ns"),
             read_ahead_pages: c.int("vm.read_ahead_kb") as u64 / 4,
             kver: crate::config::presets::version(&preset),
@@ -675,6 +684,8 @@ pub struct Sim {
     pub reclaim_start: Option<(Ns, u64)>,
     /// The swap device (mm/swapfile.rs), empty when machine.swap_mib = 0.
     pub swap: crate::mm::swapfile::Swap,
+    /// Dirty page-cache writeback and the flusher (mm/page_writeback.rs).
+    pub wb: crate::mm::page_writeback::Writeback,
     /// HugeTLB pools and vmemmap state (mm/hugetlb.rs, mm/hugetlb_vmemmap.rs).
     pub hugetlb: crate::mm::hugetlb::Hugetlb,
     /// The stale-TLB oracle of `mmsim check` (src/check/): None unless a check run turns it on.
@@ -792,6 +803,7 @@ impl Sim {
             })
             .collect();
         let workingset_bucket_order = crate::mm::workingset::bucket_order(frames.len() as u64);
+        let n_nodes = nodes.len();
         let mut sim = Sim {
             p,
             cfg: cfg.clone(),
@@ -823,6 +835,7 @@ impl Sim {
             live_tasks: 0,
             hugetlb: Default::default(),
             swap: crate::mm::swapfile::Swap::new(cfg.int("machine.swap_mib") as u64 * 256),
+            wb: crate::mm::page_writeback::Writeback { node_dirty: vec![false; n_nodes], ..Default::default() },
             reclaim_start: None,
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),

@@ -122,16 +122,18 @@ fn safety_cases_per_version() {
     }
 }
 
-/// The injection sites are found in the swarm (within 1,000 seeds: these are the first seeds
-/// that find them, see docs/check.md), with the right class, and the same seeds are clean
-/// without the injection.
+/// The injection sites are found in the swarm (these are the first seeds that find them, see
+/// docs/check.md; all but v12's alloc-side site within 1,000), with the right class, and the
+/// same seeds are clean without the injection.
 #[test]
 fn injection_sites_are_found() {
     for (inject, v, seed, class) in [
         (Inject::LufDeferWritable, "v10", 2, Class::LostWrite),
         (Inject::LufDeferWritable, "v12", 2, Class::LostWrite),
         (Inject::LufSkipAllocFlush, "v10", 91, Class::UseAfterReuse),
-        (Inject::LufSkipAllocFlush, "v12", 22, Class::UseAfterReuse),
+        // 22 until the flusher (mm/page_writeback.rs) changed the swarm's timings: over the
+        // 1,000-seed budget of issue 12 since (docs/check.md).
+        (Inject::LufSkipAllocFlush, "v12", 1115, Class::UseAfterReuse),
     ] {
         let sets = vec![format!("kernel.luf={v}")];
         let r = run_seed_sets(seed, inject, true, &sets);

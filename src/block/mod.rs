@@ -50,6 +50,8 @@ pub struct BlockDev {
     pruned: f64,
     /// Reads submitted, pages read, and the time reads waited behind earlier transfers.
     pub reads: u64,
+    /// Writes booked (the flusher's batches).
+    pub writes: u64,
     pub pages: u64,
     pub queued_ns: f64,
 }
@@ -108,6 +110,20 @@ impl Sim {
         // The transfer ends at start + pages * page_xfer; the latency beyond the first page's
         // transfer overlaps with other requests' transfers.
         (start - now) + pages as f64 * page_xfer + (self.p.block_read_ns - page_xfer).max(0.0)
+    }
+
+    /// Book a write of `pages` 4 KiB pages on `dev` (the flusher's batch): each costs
+    /// `cost.block_write_4k_ns` of the device, after the transfers requested before it. Returns
+    /// the time from now to its completion.
+    pub(crate) fn submit_write(&mut self, cpu: CpuId, dev: Dev, pages: u64) -> f64 {
+        let now = self.cpus[cpu.0 as usize].clock as f64;
+        let floor = self.locks.floor as f64;
+        let len = pages as f64 * self.p.block_write_ns;
+        let d = &mut self.blkdev[dev as usize];
+        let start = d.book(now, len, floor);
+        d.writes += 1;
+        d.queued_ns += start - now;
+        (start - now) + len
     }
 
     /// Whether a workload's batch of accesses on CPU `ci` stops here: its clock passed `stop`

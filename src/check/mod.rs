@@ -14,7 +14,7 @@ pub use oracle::{Class, Oracle, Violation};
 
 use crate::hw::tlb::{tag_asid, TlbEntry, F_DIRTY, F_WRITE};
 use crate::mm::mmap::find_vma_in;
-use crate::sim::{vm, Backing, CpuMask, Sim};
+use crate::sim::{pg, vm, Backing, CpuMask, Sim};
 use crate::types::*;
 
 /// A fault-injection site (`check.inject`). Each reproduces a real bug class.
@@ -172,6 +172,10 @@ impl Sim {
         }
         // The entry is stale: its PTE is gone or maps another frame.
         let (cur_key, vma_flags) = self.logical_key_and_vma_flags(mm, vpn);
+        // Still the dirty page-cache folio of the page the entry was filled for (reclaim
+        // unmapped it and kept it for the flusher, its unmap flush still pending).
+        let frame = *self.frame(e.pfn);
+        let kept_dirty = frame.flags & (pg::FILE | pg::DIRTY) == pg::FILE | pg::DIRTY && file_key(FileId(frame.mapping), frame.index()) == f.key;
         // LATR (mm/latr.rs): an entry a lazy munmap has not yet reached on this CPU.
         let latr_lazy = vma_flags.is_none() && self.latr_covers(cpu, mm, vpn);
         let allowed_now = vma_flags.is_some_and(|f| f & if write { vm::WRITE } else { vm::READ } != 0);
@@ -191,6 +195,13 @@ impl Sim {
         } else if !allowed_now {
             o.event(e.pfn, t, Some(cpu), if write { "stale write the VMA forbids" } else { "stale read the VMA forbids" }, Some(mm), vpn);
             o.report(Class::MissingTrap, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a {kind} through a stale entry to pfn {} did not fault, but the address {} (the unmap or protection change returned without flushing this CPU)", cpu.0, mm.0, e.pfn.0, if vma_flags.is_none() { "is no longer mapped" } else { "no longer allows it" }));
+        } else if write && kept_dirty {
+            // The write lands in data that will still be written back (the folio is dirty): not
+            // lost. A writeback that starts before the flush is (`oracle_writeback`).
+            let v = o.bump_version(f.key);
+            o.set_content(e.pfn, f.key, v);
+            o.event(e.pfn, t, Some(cpu), "stale write to a dirty page-cache folio", Some(mm), vpn);
+            o.mark("allowed stale write to a dirty page-cache folio");
         } else if write {
             o.event(e.pfn, t, Some(cpu), "stale write", Some(mm), vpn);
             o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: a write through a cached dirty writable entry to pfn {} after its unmap, before the flush; PTE now {:?}", cpu.0, mm.0, e.pfn.0, pte));

@@ -176,7 +176,7 @@ impl Sim {
             self.kfn_enter(cpu, KFn::CopyPage);
             self.charge_sys(cpu, copy);
             self.kfn_exit(cpu);
-            self.frame_mut(pfn).flags |= pg::DIRTY;
+            self.folio_mark_dirty(cpu, pfn);
             if self.oracle.is_some() {
                 self.oracle_file_write(cpu, file, pgoff, pfn);
             }

@@ -102,11 +102,21 @@ impl Sim {
         core.max(PAGE_SIZE as f64 / bw)
     }
 
-    /// `folio_add_new_anon_rmap()` + set_pte_at.
-    fn map_new_anon(&mut self, cpu: CpuId, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool) {
+    /// `folio_add_new_anon_rmap()` + set_pte_at, then the LRU. A new anon folio (`fresh`: a
+    /// zero-fill or COW fault, not a swap-in) starts on the **active** list before 5.9
+    /// (`lru_cache_add_active_or_unevictable()`) and on the inactive list from 5.9
+    /// (`lru_cache_add_inactive_or_unevictable()`, "mm/vmscan: protect the workingset on
+    /// anonymous LRU", b518154e59aa). A swapped-in folio starts inactive in both (4.2
+    /// `__read_swap_cache_async()` → `lru_cache_add_anon()`).
+    #[allow(clippy::too_many_arguments)]
+    fn map_new_anon(&mut self, cpu: CpuId, mm: MmId, vma_start: u64, vpn: u64, pfn: Pfn, writable: bool, dirty: bool, fresh: bool) {
         let av = self.anon_vma_prepare(mm, vma_start);
+        let active = fresh && self.p.kver < (5, 9);
         let f = self.frame_mut(pfn);
         f.flags |= pg::ANON | pg::ANON_EXCLUSIVE;
+        if active {
+            f.flags |= pg::ACTIVE;
+        }
         f.mapping = av;
         f.set_index(vpn);
         f.mapcount = 1;
@@ -120,7 +130,7 @@ impl Sim {
         let m = self.mm_mut(mm);
         m.pgtable.set(vpn, Pte::new(pfn, flags));
         m.rss_anon += 1;
-        // folio_add_lru_vma(): new anon folios go to the inactive anon list via the lru_add batch.
+        // folio_add_lru_vma(): through the lru_add batch.
         self.folio_add_lru(cpu, pfn);
     }
 
@@ -203,7 +213,7 @@ impl Sim {
         self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
         self.swap_free(slot);
         let writable = vma.flags & vm::WRITE != 0 && (write || exclusive);
-        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, writable, write);
+        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, writable, write, false);
         if !exclusive {
             self.frame_mut(pfn).flags &= !pg::ANON_EXCLUSIVE;
         }
@@ -219,7 +229,7 @@ impl Sim {
         }
         let pfn = self.alloc_user_page(cpu)?;
         self.charge_sys(cpu, self.page_op_ns(cpu, pfn, false));
-        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true);
+        self.map_new_anon(cpu, mm, vma.start, vpn, pfn, vma.flags & vm::WRITE != 0, true, true);
         Ok(())
     }
 
@@ -244,12 +254,12 @@ impl Sim {
             let pfn = self.alloc_user_page(cpu)?;
             self.charge_sys(cpu, self.page_op_ns(cpu, pfn, true));
             self.vmstat.count(VmEvent::COW_FAULT);
-            self.map_new_anon(cpu, mm, vma.start, vpn, pfn, true, true);
+            self.map_new_anon(cpu, mm, vma.start, vpn, pfn, true, true, true);
             return Ok(());
         }
         // do_shared_fault(): page_mkwrite, then map writable and dirty.
         let pfn = self.filemap_fault(cpu, file, pgoff)?;
-        self.frame_mut(pfn).flags |= pg::DIRTY;
+        self.folio_mark_dirty(cpu, pfn);
         self.map_file_page(mm, vpn, pfn, true);
         Ok(())
     }
@@ -315,7 +325,7 @@ impl Sim {
         if vma.shared() {
             // wp_page_shared(): page_mkwrite, mark dirty, wp_page_reuse (no flush on x86: a
             // permission upgrade needs none).
-            self.frame_mut(pfn).flags |= pg::DIRTY;
+            self.folio_mark_dirty(cpu, pfn);
             self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED, 0));
             return Ok(());
         }
@@ -354,7 +364,7 @@ impl Sim {
             self.put_page(pfn);
         }
         self.put_page(pfn);
-        self.map_new_anon(cpu, mm, vma.start, vpn, new, true, true);
+        self.map_new_anon(cpu, mm, vma.start, vpn, new, true, true, true);
         Ok(())
     }
 
@@ -424,7 +434,7 @@ impl Sim {
                 continue;
             }
             if pte.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
-                self.frame_mut(pfn).flags |= pg::DIRTY; // folio_mark_dirty()
+                self.folio_mark_dirty(cpu, pfn);
             }
             self.page_remove_rmap(mm, pfn);
             if self.tlb_remove_page(tlb, pfn) {

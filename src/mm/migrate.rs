@@ -207,6 +207,7 @@ impl Sim {
                 // folio_migrate_mapping(): the page cache now points at the new frame.
                 self.files[s.mapping as usize].set_slot(s.index(), crate::mm::workingset::Slot::Page(dst));
                 self.frame_mut(src).flags &= !pg::FILE;
+                self.writeback_migrated(cpu, dst);
             }
             let n = ptes.len() as u32;
             // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the

@@ -14,6 +14,7 @@ pub mod mmu_gather;
 pub mod mprotect;
 pub mod numa_fault;
 pub mod page_alloc;
+pub mod page_writeback;
 pub mod pgtable;
 pub mod readahead;
 pub mod rmap;

@@ -164,7 +164,7 @@ impl Sim {
         }
         let pfn = old.pfn();
         if old.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
-            self.frame_mut(pfn).flags |= pg::DIRTY;
+            self.folio_mark_dirty(cpu, pfn);
         }
         old
     }

@@ -10,13 +10,16 @@
 //! which free folios in batches) and at the end (all versions since 4.3).
 //! With the batched flush off, try_to_unmap() clears and flushes each PTE (`ptep_clear_flush`).
 //!
+//! Dirty file folios are written by kswapd (under the version's conditions) or left to the
+//! flusher (mm/page_writeback.rs).
+//!
 //! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
-//! writeback is synchronous (the writer pays block_write_4k_ns), no MGLRU, no memcg,
+//! kswapd's pageout() is synchronous (it pays block_write_4k_ns and frees the folio at once), no MGLRU, no memcg,
 //! refault detection for file folios only (mm/workingset.rs), one zone per node; scan balance is fixed: each list is scanned
 //! in proportion to its size (size >> priority, with no floor, as get_scan_count() does for the
 //! root memcg), without swappiness's anon/file cost
-//! balance or cache_trim_mode; inactive refilled from active when the inactive list is smaller
-//! (as inactive_is_low()).
+//! balance or cache_trim_mode; the inactive lists refilled from the active ones when
+//! `inactive_is_low()` (per version), not also on observed refaults (5.9+ `may_deactivate`).
 
 use crate::check::Inject;
 use crate::kernel::locking::{LockId, Mode};
@@ -32,6 +35,18 @@ use crate::types::*;
 pub const PAGEVEC_SIZE: usize = 31;
 /// SWAP_CLUSTER_MAX: folios isolated per shrink_inactive_list() call.
 pub const SWAP_CLUSTER_MAX: usize = 32;
+/// `int_sqrt()`: the integer square root (floor).
+fn int_sqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
 /// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
 pub const DEF_PRIORITY: u32 = 12;
 /// MAX_RECLAIM_RETRIES (mm/internal.h): kswapd runs that reclaim nothing before a node is
@@ -50,6 +65,9 @@ pub struct KswapdPass {
     pub reclaimed: u64,
     /// `sc->nr_to_reclaim`: max(high watermark, SWAP_CLUSTER_MAX).
     pub target: u64,
+    /// `sc->nr.file_taken` and `sc->nr.unqueued_dirty` over the pass (mm/page_writeback.rs).
+    pub file_taken: u64,
+    pub unqueued_dirty: u64,
 }
 
 /// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
@@ -129,6 +147,8 @@ fn lru_of(flags: u16) -> Lru {
 enum FolioRef {
     Activate,
     Keep,
+    /// Reclaim only if clean; a dirty one is kept for writeback.
+    ReclaimClean,
     Reclaim,
 }
 
@@ -137,23 +157,43 @@ impl Sim {
 
     /// `lruvec_add_folio()` at the head of its list.
     pub fn lru_add(&mut self, pfn: Pfn) {
+        self.lru_insert(pfn, false);
+    }
+
+    /// `lruvec_add_folio_tail()`: at the tail of its list, where reclaim isolates next.
+    pub fn lru_add_tail(&mut self, pfn: Pfn) {
+        self.lru_insert(pfn, true);
+    }
+
+    fn lru_insert(&mut self, pfn: Pfn, at_tail: bool) {
         let f = self.frames[pfn.0 as usize];
         debug_assert!(f.flags & pg::LRU == 0, "simulator bug: {pfn} already on an LRU");
         let (node, lru) = (self.pfn_to_nid(pfn), lru_of(f.flags) as usize);
         let l = self.nodes[node].lru.lists[lru];
+        // The neighbour on the side it joins: the old head (or tail); it becomes the new end.
+        let (next, prev) = if at_tail { (NIL, l.tail) } else { (l.head, NIL) };
         {
             let fr = &mut self.frames[pfn.0 as usize];
             fr.flags |= pg::LRU;
-            fr.lru_next = l.head;
-            fr.lru_prev = NIL;
+            fr.lru_next = next;
+            fr.lru_prev = prev;
         }
-        if l.head != NIL {
-            self.frames[l.head as usize].lru_prev = pfn.0;
+        if at_tail && prev != NIL {
+            self.frames[prev as usize].lru_next = pfn.0;
+        } else if !at_tail && next != NIL {
+            self.frames[next as usize].lru_prev = pfn.0;
         }
         let l = &mut self.nodes[node].lru.lists[lru];
-        l.head = pfn.0;
-        if l.tail == NIL {
+        if at_tail {
             l.tail = pfn.0;
+            if l.head == NIL {
+                l.head = pfn.0;
+            }
+        } else {
+            l.head = pfn.0;
+            if l.tail == NIL {
+                l.tail = pfn.0;
+            }
         }
         l.len += 1;
     }
@@ -264,7 +304,9 @@ impl Sim {
 
     /// `folio_referenced()`: count the PTEs mapping the folio that are young, clearing the
     /// accessed bit (`ptep_clear_flush_young`, which on x86 does not flush: a stale TLB entry
-    /// only means the next access will not set the bit again). Returns (count, any VM_EXEC).
+    /// only means the next access will not set the bit again). Returns (count, VM_EXEC among
+    /// the VMAs whose PTE was young): `folio_referenced_one()` ORs a VMA's flags into
+    /// `pra->vm_flags` only when it found the PTE referenced (4.2 `page_referenced_one()` too).
     ///
     /// The rmap walk holds the file's i_mmap_rwsem or the anon_vma's rwsem for read, and each
     /// mapping's PTE lock while it tests the PTE.
@@ -280,9 +322,9 @@ impl Sim {
             if pte.young() {
                 referenced += 1;
                 self.mm_mut(mm).pgtable.set(vpn, pte.with(0, crate::mm::pgtable::Pte::ACCESSED));
-            }
-            if let Some(v) = crate::mm::mmap::find_vma_in(self.mm(mm), vpn) {
-                exec |= v.flags & vm::EXEC != 0;
+                if let Some(v) = crate::mm::mmap::find_vma_in(self.mm(mm), vpn) {
+                    exec |= v.flags & vm::EXEC != 0;
+                }
             }
         }
         self.charge_sys(cpu, self.p.pte_update_ns * (1 + referenced) as f64);
@@ -291,18 +333,36 @@ impl Sim {
         (referenced, exec)
     }
 
-    /// `folio_check_references()`.
+    /// `folio_check_references()` (4.2's `page_check_references()`), per version:
+    /// - before 5.9 a swap-backed (anon) folio with any young PTE is activated at once
+    ///   (`if (PageSwapBacked(page)) return PAGEREF_ACTIVATE;`, removed with "mm/vmscan: protect
+    ///   the workingset on anonymous LRU", b518154e59aa, 5.9, which gives anon folios the file
+    ///   rule below);
+    /// - a folio mapped once and young goes round again with PG_referenced set; twice (the flag
+    ///   from the last pass, or two young PTEs) it is activated;
+    /// - "activate file-backed executable folios after first usage": VM_EXEC activates file
+    ///   folios only (4.2: anon never got there; 5.9+: `!folio_test_swapbacked()`);
+    /// - a file folio with no young PTE but PG_referenced set is reclaimed only if clean
+    ///   (FOLIOREF_RECLAIM_CLEAN).
     fn folio_check_references(&mut self, cpu: CpuId, pfn: Pfn) -> FolioRef {
         let (referenced_ptes, exec) = self.folio_referenced(cpu, pfn);
+        let pre_5_9 = self.p.kver < (5, 9);
         let f = &mut self.frames[pfn.0 as usize];
+        let anon = f.flags & pg::ANON != 0;
         let referenced_folio = f.flags & pg::REFERENCED != 0;
         f.flags &= !pg::REFERENCED;
         if referenced_ptes > 0 {
+            if anon && pre_5_9 {
+                return FolioRef::Activate;
+            }
             f.flags |= pg::REFERENCED;
-            if referenced_folio || referenced_ptes > 1 || exec {
+            if referenced_folio || referenced_ptes > 1 || (exec && !anon) {
                 return FolioRef::Activate;
             }
             return FolioRef::Keep;
+        }
+        if referenced_folio && !anon {
+            return FolioRef::ReclaimClean;
         }
         FolioRef::Reclaim
     }
@@ -397,12 +457,18 @@ impl Sim {
                 continue;
             }
             let anon = f.flags & pg::ANON != 0;
+            // folio_check_dirty_writeback(): a dirty file folio is unqueued dirty (the model has
+            // no writeback window: a folio is clean from the start of its write).
+            if !anon && f.flags & pg::DIRTY != 0 {
+                self.wb.stat_unqueued_dirty += 1;
+            }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
                 self.putback(pfn, true);
                 self.vmstat.count(VmEvent::PGACTIVATE);
                 continue;
             }
+            let mut reclaim_clean = false;
             if !ignore_references {
                 match self.folio_check_references(cpu, pfn) {
                     FolioRef::Activate => {
@@ -414,6 +480,7 @@ impl Sim {
                         self.putback(pfn, false);
                         continue;
                     }
+                    FolioRef::ReclaimClean => reclaim_clean = true,
                     FolioRef::Reclaim => {}
                 }
             }
@@ -465,9 +532,35 @@ impl Sim {
                 self.frame_mut(pfn).flags &= !pg::DIRTY;
             } else {
                 if self.frame(pfn).flags & pg::DIRTY != 0 {
+                    // Only kswapd writes file folios, and only on a node flagged dirty (4.11+:
+                    // only one it has met dirty before, PG_reclaim); anyone else sets
+                    // PG_reclaim for the flusher's writeback to rotate it to the inactive tail,
+                    // and keeps the folio (before 4.11) or activates it (4.11+).
+                    // mm/page_writeback.rs has the versions.
+                    let node = self.pfn_to_nid(pfn);
+                    let seen = self.frame(pfn).flags & pg::RECLAIM != 0;
+                    let may_write = kswapd == Some(true) && self.wb.node_dirty[node] && (seen || self.p.kver < (4, 11));
+                    if !may_write {
+                        self.vmstat.count(VmEvent::NR_VMSCAN_IMMEDIATE);
+                        self.frame_mut(pfn).flags |= pg::RECLAIM;
+                        let activate = self.p.kver >= (4, 11);
+                        self.putback(pfn, activate);
+                        if activate {
+                            self.vmstat.count(VmEvent::PGACTIVATE);
+                        }
+                        continue;
+                    }
+                    if reclaim_clean {
+                        self.putback(pfn, false);
+                        continue;
+                    }
+                    // pageout(): written here, synchronously (a departure: the kernel's write
+                    // is asynchronous and the folio is freed on a later pass).
                     self.before_pageout(cpu, pfn, batch);
-                    self.frame_mut(pfn).flags &= !pg::DIRTY;
+                    self.folio_clear_dirty(pfn);
+                    self.frame_mut(pfn).flags &= !pg::RECLAIM;
                     self.vmstat.count(VmEvent::PGPGOUT);
+                    self.vmstat.count(VmEvent::NR_VMSCAN_WRITE);
                     self.charge_sys(cpu, self.p.block_write_ns);
                 }
                 // __remove_mapping(): out of the page cache; the frame is freed with its batch.
@@ -560,7 +653,7 @@ impl Sim {
     }
 
     /// `move_folios_to_lru()` / the LRU lock around a batch of `n` folios of `node`.
-    fn lru_lock_work(&mut self, cpu: CpuId, node: usize, n: usize) {
+    pub(crate) fn lru_lock_work(&mut self, cpu: CpuId, node: usize, n: usize) {
         if n == 0 {
             return;
         }
@@ -585,8 +678,12 @@ impl Sim {
         let taken = folios.len();
         self.vmstat.add(VmEvent::PGREFILL, folios.len() as u64);
         for pfn in folios {
+            // "Identify referenced, file-backed active pages and give them one more trip
+            // around the active list ... Anon pages are not likely to be evicted by use-once
+            // streaming IO, plus JVM can create lots of anon VM_EXEC pages, so we ignore them
+            // here" (4.2 and 6.18 alike).
             let (referenced, exec) = self.folio_referenced(cpu, pfn);
-            let keep = referenced > 0 && exec;
+            let keep = referenced > 0 && exec && self.frames[pfn.0 as usize].flags & pg::ANON == 0;
             if !keep && self.p.kver >= (4, 20) {
                 // "we are de-activating": the folio was in the workingset (mm/workingset.rs).
                 self.frames[pfn.0 as usize].flags |= pg::WORKINGSET;
@@ -636,7 +733,7 @@ impl Sim {
                         break;
                     }
                 }
-                let Some((taken, r)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
+                let Some((taken, r, _)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
                 to_scan = to_scan.saturating_sub(taken);
                 reclaimed += r;
             }
@@ -644,28 +741,47 @@ impl Sim {
         reclaimed
     }
 
+    /// `inactive_is_low()` (4.2: `inactive_list_is_low()`) for the list pair of `inactive_lru`:
+    /// - from 4.10 ("mm: vmscan: reduce size of inactive file list", 59dc76b0d4df) both pairs
+    ///   keep `inactive * int_sqrt(10 * GB of the pair) >= active`, the ratio 1 below 1 GB;
+    /// - before 4.10 the file pair keeps half: `active > inactive` is low
+    ///   (`inactive_file_is_low()`), and the anon pair uses `zone->inactive_ratio`, the same
+    ///   square root but of the zone's managed memory (`calculate_zone_inactive_ratio()`; the
+    ///   node's pages here, one zone per node).
+    fn inactive_is_low(&self, node: usize, inactive_lru: Lru) -> bool {
+        let sqrt_ratio = |pages: u64| {
+            let gb = (pages * PAGE_SIZE) >> 30;
+            if gb > 0 { int_sqrt(10 * gb) } else { 1 }
+        };
+        let lists = &self.nodes[node].lru.lists;
+        let active_lru = if inactive_lru == Lru::InactiveFile { Lru::ActiveFile } else { Lru::ActiveAnon };
+        let (inactive, active) = (lists[inactive_lru as usize].len, lists[active_lru as usize].len);
+        let ratio = match (self.p.kver >= (4, 10), inactive_lru == Lru::InactiveFile) {
+            (true, _) => sqrt_ratio(inactive + active),
+            (false, true) => 1,
+            (false, false) => sqrt_ratio(self.nodes[node].nr_pages as u64),
+        };
+        inactive * ratio < active
+    }
+
     /// The start of `shrink_node()`: refill the inactive file list if it is low
-    /// (`inactive_is_low()`, its target `active >> priority` with no floor), then
+    /// ([`Sim::inactive_is_low`], its target `active >> priority` with no floor), then
     /// `lru_add_drain()` of this CPU (shrink_inactive_list() starts with it).
     fn shrink_node_begin(&mut self, cpu: CpuId, node: usize, priority: u32) {
-        let lists = self.nodes[node].lru.lists;
-        let (inactive, active) = (lists[Lru::InactiveFile as usize].len, lists[Lru::ActiveFile as usize].len);
-        let gb = ((inactive + active) * 4096) >> 30;
-        let ratio = if gb > 0 { ((10 * gb) as f64).sqrt() as u64 } else { 1 };
-        let n = (active >> priority) as usize;
-        if inactive * ratio < active && n > 0 {
+        let n = (self.nodes[node].lru.lists[Lru::ActiveFile as usize].len >> priority) as usize;
+        if n > 0 && self.inactive_is_low(node, Lru::InactiveFile) {
             self.shrink_active_list(cpu, node, Lru::ActiveFile, n);
         }
         self.lru_add_drain(cpu);
     }
 
     /// Start scanning one list pair at `priority`: refill the inactive anon list from the
-    /// active one when it is the smaller, and return the inactive list's scan target.
+    /// active one when it is low ([`Sim::inactive_is_low`]), and return the inactive list's scan
+    /// target.
     fn enter_list(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, active_lru: Lru, priority: u32) -> usize {
         if inactive_lru == Lru::InactiveAnon {
-            let (ia, aa) = (self.nodes[node].lru.lists[inactive_lru as usize].len, self.nodes[node].lru.lists[active_lru as usize].len);
-            let n = (aa >> priority) as usize;
-            if ia < aa && n > 0 {
+            let n = (self.nodes[node].lru.lists[active_lru as usize].len >> priority) as usize;
+            if n > 0 && self.inactive_is_low(node, inactive_lru) {
                 self.shrink_active_list(cpu, node, active_lru, n);
             }
         }
@@ -674,8 +790,14 @@ impl Sim {
 
     /// One `shrink_inactive_list()` call: isolate up to SWAP_CLUSTER_MAX folios (at most
     /// `to_scan`) from the tail of `inactive_lru`, reclaim what can be, put the rest back.
-    /// Returns (folios isolated, reclaimed), or None when the list had nothing to isolate.
-    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, u64)> {
+    ///
+    /// Dirty file folios (mm/page_writeback.rs): when every folio taken was dirty and not under
+    /// writeback, 4.11+ wakes the flusher for all dirty pages, and before 4.11 the node is
+    /// flagged dirty (ZONE_DIRTY) so kswapd may write; from 4.11 kswapd flags it itself at the
+    /// end of a pass (6.18's `shrink_node()`).
+    /// Returns (folios isolated, reclaimed, of them unqueued dirty), or None when the list had
+    /// nothing to isolate.
+    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, u64, u64)> {
         self.kfn_enter(cpu, KFn::ShrinkInactiveList);
         let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
         if folios.is_empty() {
@@ -683,7 +805,16 @@ impl Sim {
             return None;
         }
         let taken = folios.len();
+        self.wb.stat_unqueued_dirty = 0;
         let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+        let unqueued_dirty = std::mem::take(&mut self.wb.stat_unqueued_dirty);
+        if unqueued_dirty == taken as u64 {
+            if self.p.kver >= (4, 11) {
+                self.wakeup_flusher_threads(cpu, u64::MAX);
+            } else {
+                self.wb.node_dirty[node] = true;
+            }
+        }
         if r > 0 {
             // shrink_node(): `if (reclaimable) pgdat->kswapd_failures = 0;`
             self.nodes[node].kswapd_failures = 0;
@@ -693,7 +824,7 @@ impl Sim {
         self.lru_lock_work(cpu, node, taken - r as usize);
         self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
         self.kfn_exit(cpu);
-        Some((taken, r))
+        Some((taken, r, unqueued_dirty))
     }
 
     /// `get_scan_count()`'s lists for a node: file always; anon with free swap or a demotion
@@ -745,6 +876,7 @@ impl Sim {
         let n = self.nodes.len();
         let mut reclaimed = 0;
         let mut tail = ReclaimTail::new(self.cpus.len());
+        let scanned_before = self.vmstat.get(VmEvent::PGSCAN_DIRECT);
         for priority in (0..=DEF_PRIORITY).rev() {
             for i in 0..n {
                 let node = (nid.0 as usize + i) % n;
@@ -752,6 +884,13 @@ impl Sim {
             }
             if reclaimed >= SWAP_CLUSTER_MAX as u64 {
                 break;
+            }
+            // Before 4.11: "Try to write back as many pages as we just scanned" once more than
+            // 1.5 x nr_to_reclaim were scanned (removed by "mm: vmscan: remove old flusher
+            // wakeup from direct reclaim path", 4.11).
+            let total_scanned = self.vmstat.get(VmEvent::PGSCAN_DIRECT) - scanned_before;
+            if self.p.kver < (4, 11) && total_scanned > (SWAP_CLUSTER_MAX + SWAP_CLUSTER_MAX / 2) as u64 {
+                self.wakeup_flusher_threads(cpu, total_scanned);
             }
         }
         self.finish_reclaim_tail(cpu, &mut tail);
@@ -801,11 +940,13 @@ impl Sim {
                 let prio = self.nodes[node].kswapd_priority;
                 self.shrink_node_begin(cpu, node, prio);
                 let target = self.nodes[node].wmark.high.max(SWAP_CLUSTER_MAX as u64);
-                Some(KswapdPass { list: 0, to_scan: None, scanned: 0, reclaimed: 0, target })
+                Some(KswapdPass { list: 0, to_scan: None, scanned: 0, reclaimed: 0, target, file_taken: 0, unqueued_dirty: 0 })
             }
         };
         let sleep = match pass {
             None => {
+                // Balanced: clear_pgdat_congested() (4.2: the zone's ZONE_DIRTY is cleared).
+                self.wb.node_dirty[node] = false;
                 let n = &mut self.nodes[node];
                 n.kswapd_priority = DEF_PRIORITY;
                 n.kswapd_run_reclaimed = 0;
@@ -817,6 +958,11 @@ impl Sim {
                     self.nodes[node].kswapd_pass = Some(pass);
                     false
                 } else {
+                    // 6.18 shrink_node(), kswapd: "Allow kswapd to start writing pages during
+                    // reclaim" when every file folio the pass took was unqueued dirty.
+                    if self.p.kver >= (4, 11) && pass.unqueued_dirty > 0 && pass.unqueued_dirty == pass.file_taken {
+                        self.wb.node_dirty[node] = true;
+                    }
                     let n = &mut self.nodes[node];
                     n.kswapd_run_reclaimed += pass.reclaimed;
                     if pass.scanned >= pass.target && pass.reclaimed > 0 {
@@ -859,15 +1005,75 @@ impl Sim {
                 None => self.enter_list(cpu, node, inactive_lru, active_lru, prio),
             };
             if to_scan > 0 {
-                if let Some((taken, r)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
+                if let Some((taken, r, unqueued_dirty)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
                     pass.scanned += taken as u64;
                     pass.reclaimed += r;
+                    if inactive_lru == Lru::InactiveFile {
+                        pass.file_taken += taken as u64;
+                        pass.unqueued_dirty += unqueued_dirty;
+                    }
                     pass.to_scan = Some(to_scan.saturating_sub(taken));
                     return pass.reclaimed < pass.target;
                 }
             }
             pass.list += 1;
             pass.to_scan = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim(preset: &str, ops: &str) -> Sim {
+        let text = format!("[machine]\ncpus = 2\nmem_per_node_mib = 64\n[kernel]\npreset = \"{preset}\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\n{ops}\n\"\"\"\n");
+        let cfg = crate::config::load_str("vmscan.toml", &text, &[]).unwrap();
+        Sim::build(&cfg).unwrap()
+    }
+
+    /// Before 4.10 the inactive file list is kept at half the file pages; from 4.10 (and for
+    /// anon, in every version, but from the node's size before 4.10) at 1 / int_sqrt(10 x GB).
+    #[test]
+    fn inactive_is_low_per_version() {
+        let set = |s: &mut Sim, lru: Lru, len: u64| s.nodes[0].lru.lists[lru as usize].len = len;
+        // 3.8 GB of file pages, 30% inactive: int_sqrt(10 * 3) = 5.
+        for (preset, low) in [("linux-4.2", true), ("linux-4.3", true), ("linux-4.14", false), ("linux-6.18", false)] {
+            let mut s = sim(preset, "sleep 1us");
+            set(&mut s, Lru::InactiveFile, 300_000);
+            set(&mut s, Lru::ActiveFile, 700_000);
+            assert_eq!(s.inactive_is_low(0, Lru::InactiveFile), low, "{preset}");
+            // 10% inactive is low everywhere (10% * 5 < 90%).
+            set(&mut s, Lru::InactiveFile, 100_000);
+            set(&mut s, Lru::ActiveFile, 900_000);
+            assert!(s.inactive_is_low(0, Lru::InactiveFile), "{preset}");
+            // Anon, 30% inactive: 4.2's ratio comes from the 64 MiB node (1), 6.18's from the
+            // 3.8 GB of the lists (5).
+            set(&mut s, Lru::InactiveAnon, 300_000);
+            set(&mut s, Lru::ActiveAnon, 700_000);
+            assert_eq!(s.inactive_is_low(0, Lru::InactiveAnon), low, "{preset}");
+        }
+        assert_eq!(int_sqrt(30), 5);
+        assert_eq!(int_sqrt(u32::MAX as u64 + 1), 1 << 16);
+    }
+
+    /// A zero-fill fault's folio starts on the active anon list before 5.9 and on the inactive
+    /// one from 5.9.
+    #[test]
+    fn new_anon_folios_start_active_before_5_9() {
+        for (preset, active) in [("linux-4.2", true), ("linux-4.14", true), ("linux-5.12", false), ("linux-6.18", false)] {
+            let mut s = sim(preset, "mmap a 64\ntouch a write\nsleep forever");
+            s.run(|_| {});
+            assert!(s.workload_errors.is_empty());
+            s.lru_add_drain(CpuId(0));
+            let l = &s.nodes[0].lru.lists;
+            let (ia, aa) = (l[Lru::InactiveAnon as usize].len, l[Lru::ActiveAnon as usize].len);
+            // 64 pages of the mapping (plus the process's stack).
+            if active {
+                assert!(aa >= 64 && ia == 0, "{preset}: {ia} inactive, {aa} active");
+            } else {
+                assert!(ia >= 64 && aa == 0, "{preset}: {ia} inactive, {aa} active");
+            }
         }
     }
 }

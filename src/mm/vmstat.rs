@@ -76,6 +76,11 @@ vm_events! {
     WORKINGSET_REFAULT_FILE => "workingset_refault_file",
     WORKINGSET_ACTIVATE_FILE => "workingset_activate_file",
     WORKINGSET_RESTORE_FILE => "workingset_restore_file",
+    // Writeback (mm/page_writeback.rs): node counters, summed over nodes.
+    NR_DIRTIED => "nr_dirtied",
+    NR_WRITTEN => "nr_written",
+    NR_VMSCAN_WRITE => "nr_vmscan_write",
+    NR_VMSCAN_IMMEDIATE => "nr_vmscan_immediate_reclaim",
     // Add further counters at the end, each with its kernel name.
 }
 

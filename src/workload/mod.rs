@@ -20,6 +20,8 @@ pub enum Body {
     Llm(Box<llm::LlmState>),
     /// kswapd of a node (a kernel thread: no mm).
     Kswapd(u32),
+    /// The flusher of the file device (a kernel thread: no mm; mm/page_writeback.rs).
+    Flusher,
 }
 
 #[derive(Debug)]

@@ -6,6 +6,7 @@
 //! munmap NAME
 //! mprotect NAME none|r|rw
 //! madvise NAME dontneed|pageout
+//! msync NAME                     # msync(MS_SYNC): write the shared file pages, wait
 //! migrate NAME NODE              # move_pages(2) of the region's pages to NODE
 //! fork                           # child shares nothing but a COW copy; it waits for `reap`
 //! reap                           # release the children and wait for them to exit
@@ -31,6 +32,9 @@ pub enum Op {
     Mprotect { region: String, prot: Prot },
     Madvise { region: String, advice: Advice },
     Migrate { region: String, node: u32 },
+    /// msync(MS_SYNC) of the region: a shared file mapping's dirty pages are written and waited
+    /// for (mm/page_writeback.rs `msync_range()`).
+    Msync { region: String },
     /// write(2) of the first PAGES pages of file FILE through the page cache.
     Fwrite { file: String, pages: u64 },
     /// PAGES pages allocated by the kernel for itself (a growing slab cache), kept to the end.
@@ -162,6 +166,10 @@ pub fn parse(text: &str, origin: &Origin) -> Result<Vec<OpLine>, ConfigError> {
                     x => return Err(err(format!("'{x}': advice must be dontneed or pageout"))),
                 };
                 Op::Madvise { region: w[1].to_string(), advice }
+            }
+            "msync" => {
+                want(2, "msync NAME")?;
+                Op::Msync { region: w[1].to_string() }
             }
             "migrate" => {
                 want(3, "migrate NAME NODE")?;
