@@ -55,9 +55,9 @@ enum Cmd {
         viz: mmsim::report::viz::VizArgs,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
-    #[command(after_help = "Without --op, runs the whole matrix (6 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Without --op, runs the whole matrix (7 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
     Validate {
-        /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow.
+        /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow, msync.
         #[arg(long)]
         op: Option<String>,
         /// Pages per op (with --op).

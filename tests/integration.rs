@@ -215,6 +215,8 @@ fn validation_cases_follow_the_kernel_paths() {
     assert_eq!(per_op(Op::MadvPageout, 512, Remote::Spin), 18.0);
     assert_eq!(per_op(Op::MadvPageout, 513, Remote::Spin), 20.0);
     assert_eq!(per_op(Op::ForkCow, 16, Remote::Spin), 17.0, "dup_mmap flush + one ptep_clear_flush per COW");
+    // folio_mkclean(): one ptep_clear_flush per dirty page (the host: 1.000/page, docs/reclaim.md).
+    assert_eq!(per_op(Op::Msync, 513, Remote::Spin), 513.0, "one flush per page written back");
     for op in Op::ALL {
         assert_eq!(per_op(op, 16, Remote::None), 0.0, "{op}: single-threaded mm, no IPI");
         assert_eq!(per_op(op, 16, Remote::Sleep), 0.0, "{op}: lazy CPU skipped");

@@ -13,6 +13,7 @@
 //! | madv-dontneed | mmap N anon RW                            | write-touch N; madvise(MADV_DONTNEED)                     |
 //! | madv-pageout  | N-page file, mmap MAP_SHARED RW           | read-touch N; madvise(MADV_PAGEOUT)                       |
 //! | fork-cow      | mmap N anon RW, write-touch N             | fork (child waits on a pipe); write-touch N (COW); release child; waitpid |
+//! | msync         | N-page file, mmap MAP_SHARED RW           | write-touch N; msync(MS_SYNC) (each dirty page cleaned with one flush) |
 //!
 //! `remote`: `none` = only the measuring thread (pinned to CPU 0); `spin` = a second thread of the
 //! same process pinned to CPU 1 busy-looping without touching the pages; `sleep` = that thread
@@ -29,16 +30,18 @@ pub enum Op {
     MadvDontneed,
     MadvPageout,
     ForkCow,
+    Msync,
 }
 
 impl Op {
-    pub const ALL: [Op; 6] = [
+    pub const ALL: [Op; 7] = [
         Op::MmapAnon,
         Op::MmapFile,
         Op::Mprotect,
         Op::MadvDontneed,
         Op::MadvPageout,
         Op::ForkCow,
+        Op::Msync,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +51,7 @@ impl Op {
             Op::MadvDontneed => "madv-dontneed",
             Op::MadvPageout => "madv-pageout",
             Op::ForkCow => "fork-cow",
+            Op::Msync => "msync",
         }
     }
 }

@@ -2,11 +2,11 @@
  * hostbench: count TLB-shootdown interrupts caused by one memory-management op on the host kernel.
  *
  * Usage: hostbench OP PAGES ITERS REMOTE [FILEDIR]
- *   OP      mmap-anon | mmap-file | mprotect | madv-dontneed | madv-pageout | fork-cow
+ *   OP      mmap-anon | mmap-file | mprotect | madv-dontneed | madv-pageout | fork-cow | msync
  *   PAGES   number of base pages the op works on (>= 1)
  *   ITERS   number of measured iterations (>= 1)
  *   REMOTE  none | spin | sleep
- *   FILEDIR directory for the data file of mmap-file / madv-pageout (default: a fresh temp
+ *   FILEDIR directory for the data file of mmap-file / madv-pageout / msync (default: a fresh temp
  *           directory under /var/tmp, which is on disk; tmpfs pages cannot be paged out)
  *
  * The ops and remote modes are defined in src/validate/case.rs (the table there is the
@@ -70,11 +70,11 @@
 #define WARMUP_ITERS 5
 #define REEXEC_ENV "HOSTBENCH_PINNED"
 
-enum op { OP_MMAP_ANON, OP_MMAP_FILE, OP_MPROTECT, OP_MADV_DONTNEED, OP_MADV_PAGEOUT, OP_FORK_COW };
+enum op { OP_MMAP_ANON, OP_MMAP_FILE, OP_MPROTECT, OP_MADV_DONTNEED, OP_MADV_PAGEOUT, OP_FORK_COW, OP_MSYNC };
 enum remote { R_NONE, R_SPIN, R_SLEEP };
 
 static const char *op_names[] = {"mmap-anon",     "mmap-file",    "mprotect",
-                                 "madv-dontneed", "madv-pageout", "fork-cow"};
+                                 "madv-dontneed", "madv-pageout", "fork-cow", "msync"};
 static const char *remote_names[] = {"none", "spin", "sleep"};
 
 /* ---------------------------------------------------------------- errors */
@@ -104,7 +104,7 @@ static void die(const char *fmt, ...)
 static void usage(void)
 {
     fputs("usage: hostbench OP PAGES ITERS REMOTE [FILEDIR]\n"
-          "  OP: mmap-anon|mmap-file|mprotect|madv-dontneed|madv-pageout|fork-cow\n"
+          "  OP: mmap-anon|mmap-file|mprotect|madv-dontneed|madv-pageout|fork-cow|msync\n"
           "  REMOTE: none|spin|sleep\n",
           stderr);
     exit(2);
@@ -487,7 +487,7 @@ static char *map_file(void)
 
 static void setup(enum op op, const char *filedir)
 {
-    if (op == OP_MMAP_FILE || op == OP_MADV_PAGEOUT)
+    if (op == OP_MMAP_FILE || op == OP_MADV_PAGEOUT || op == OP_MSYNC)
         setup_file(filedir);
     reserve_place();
     switch (op) {
@@ -507,6 +507,7 @@ static void setup(enum op op, const char *filedir)
         region = map_anon();
         break;
     case OP_MADV_PAGEOUT:
+    case OP_MSYNC:
         region = map_file();
         break;
     }
@@ -660,6 +661,11 @@ static void one_iter(enum op op)
     case OP_FORK_COW:
         fork_cow_iter();
         break;
+    case OP_MSYNC:
+        write_touch(region);
+        if (msync(region, len, MS_SYNC) != 0)
+            DIE_ERRNO("msync(MS_SYNC)");
+        break;
     }
 }
 
@@ -678,7 +684,7 @@ int main(int argc, char **argv)
     if (argc < 5 || argc > 6)
         usage();
     int op = -1, remote = -1;
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < (int)(sizeof(op_names) / sizeof(op_names[0])); i++)
         if (strcmp(argv[1], op_names[i]) == 0)
             op = i;
     for (int i = 0; i < 3; i++)
@@ -724,7 +730,7 @@ int main(int argc, char **argv)
 
     int ncpu = read_tlb(before); /* fail early if there is no TLB line */
     /* The remote thread first: its stack mapping must exist before the placement is chosen. */
-    spin_want_rt = op != OP_MADV_PAGEOUT;
+    spin_want_rt = op != OP_MADV_PAGEOUT && op != OP_MSYNC;
     remote_start((enum remote)remote);
     setup((enum op)op, filedir);
 

@@ -26,6 +26,7 @@ pub fn program(case: &Case, iters: u32) -> String {
         Op::MadvDontneed => (format!("mmap a {n} anon {at}\n"), "touch a write\nmadvise a dontneed\n".into()),
         Op::MadvPageout => (format!("mmap a {n} file:f shared {at}\n"), "touch a read\nmadvise a pageout\n".into()),
         Op::ForkCow => (format!("mmap a {n} anon {at}\ntouch a write\n"), "fork\ntouch a write\nreap\n".into()),
+        Op::Msync => (format!("mmap a {n} file:f shared {at}\n"), "touch a write\nmsync a\n".into()),
     };
     s.push_str(&setup);
     s.push_str(&format!("loop {}\n{body}end\n", iters));
