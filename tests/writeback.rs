@@ -17,7 +17,11 @@ fn run(text: &str, sets: &[&str]) -> Sim {
     sim
 }
 
-/// The machine of both cases; each adds its [vm] settings and its thread.
+fn run_on(text: &str, preset: &str) -> Sim {
+    run(text, &[&format!("kernel.preset={preset}")])
+}
+
+/// The machine of the cases; each adds its [vm] settings and its thread.
 const MACHINE: &str = r#"
 [machine]
 cpus = 4
@@ -45,7 +49,7 @@ touch m write
 #[test]
 fn the_flusher_write_protects_mapped_pages_and_the_next_write_dirties_them_again() {
     for preset in ["linux-4.2", "linux-6.18"] {
-        let sim = run(REWRITE, &[&format!("kernel.preset={preset}")]);
+        let sim = run_on(REWRITE, preset);
         assert_eq!(sim.vmstat.get(VmEvent::NR_WRITTEN), 8, "{preset}: the expired pages are written");
         // folio_mkclean(): one shootdown of CPU 0 per page; the flusher runs on an idle CPU.
         assert_eq!(sim.cpus[0].stats.irq_tlb_count, 8, "{preset}");
@@ -79,7 +83,7 @@ touch m write
 #[test]
 fn reclaim_leaves_dirty_file_pages_to_the_flusher() {
     for preset in ["linux-4.2", "linux-6.18"] {
-        let sim = run(STREAM, &[&format!("kernel.preset={preset}")]);
+        let sim = run_on(STREAM, preset);
         let c = |e| sim.vmstat.get(e);
         assert!(c(VmEvent::NR_VMSCAN_IMMEDIATE) > 0, "{preset}: reclaim met dirty pages");
         assert!(c(VmEvent::NR_WRITTEN) > 0, "{preset}: the flusher, woken by reclaim, wrote");

@@ -459,7 +459,7 @@ impl Sim {
             let anon = f.flags & pg::ANON != 0;
             // folio_check_dirty_writeback(): a dirty file folio is unqueued dirty (the model has
             // no writeback window: a folio is clean from the start of its write).
-            if !anon && f.flags & pg::DIRTY != 0 {
+            if count_scan && !anon && f.flags & pg::DIRTY != 0 {
                 self.wb.stat_unqueued_dirty += 1;
             }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
