@@ -51,7 +51,9 @@ pub const WB_BATCH: usize = 32;
 #[derive(Clone, Debug, Default)]
 pub struct Writeback {
     /// File folios in the order they became dirty, with the time: the flusher's queue. An
-    /// entry whose folio was cleaned or freed meanwhile is skipped when it comes up.
+    /// entry whose folio was cleaned or freed meanwhile is skipped when it comes up; one whose
+    /// frame is dirty again (redirtied after kswapd wrote it, or reused by another file page)
+    /// is written at its old place and time, so such a page may be written early (a departure).
     pub dirty: VecDeque<(Pfn, Ns)>,
     /// NR_FILE_DIRTY.
     pub nr_dirty: u64,
