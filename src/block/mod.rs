@@ -99,31 +99,35 @@ impl Sim {
     /// `submit_bio()` of a read of `pages` pages on `dev` from `cpu` now: the time until it
     /// completes.
     pub(crate) fn submit_read(&mut self, cpu: CpuId, dev: Dev, pages: u64) -> f64 {
-        let now = self.cpus[cpu.0 as usize].clock as f64;
         let page_xfer = 4096.0 / self.p.block_read_bytes_per_ns;
-        let floor = self.locks.floor as f64;
+        let queued = self.book_io(cpu, dev, pages as f64 * page_xfer);
         let d = &mut self.blkdev[dev as usize];
-        let start = d.book(now, pages as f64 * page_xfer, floor);
         d.reads += 1;
         d.pages += pages;
-        d.queued_ns += start - now;
         // The transfer ends at start + pages * page_xfer; the latency beyond the first page's
         // transfer overlaps with other requests' transfers.
-        (start - now) + pages as f64 * page_xfer + (self.p.block_read_ns - page_xfer).max(0.0)
+        queued + pages as f64 * page_xfer + (self.p.block_read_ns - page_xfer).max(0.0)
+    }
+
+    /// Book `len` ns of `dev` for a request from `cpu` now, after the transfers requested before
+    /// it: the time it waits before its own transfer starts (also added to `queued_ns`).
+    fn book_io(&mut self, cpu: CpuId, dev: Dev, len: f64) -> f64 {
+        let now = self.cpus[cpu.0 as usize].clock as f64;
+        let floor = self.locks.floor as f64;
+        let d = &mut self.blkdev[dev as usize];
+        let queued = d.book(now, len, floor) - now;
+        d.queued_ns += queued;
+        queued
     }
 
     /// Book a write of `pages` 4 KiB pages on `dev` (the flusher's batch): each costs
     /// `cost.block_write_4k_ns` of the device, after the transfers requested before it. Returns
     /// the time from now to its completion.
     pub(crate) fn submit_write(&mut self, cpu: CpuId, dev: Dev, pages: u64) -> f64 {
-        let now = self.cpus[cpu.0 as usize].clock as f64;
-        let floor = self.locks.floor as f64;
         let len = pages as f64 * self.p.block_write_ns;
-        let d = &mut self.blkdev[dev as usize];
-        let start = d.book(now, len, floor);
-        d.writes += 1;
-        d.queued_ns += start - now;
-        (start - now) + len
+        let queued = self.book_io(cpu, dev, len);
+        self.blkdev[dev as usize].writes += 1;
+        queued + len
     }
 
     /// Whether a workload's batch of accesses on CPU `ci` stops here: its clock passed `stop`

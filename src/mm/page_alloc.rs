@@ -52,10 +52,22 @@ pub struct Pcp {
     pub batch: usize,
 }
 
+/// `int_sqrt()` (lib/math/int_sqrt.c): the integer square root, rounded down.
+pub fn int_sqrt(x: u64) -> u64 {
+    let mut r = (x as f64).sqrt() as u64;
+    while r * r > x {
+        r -= 1;
+    }
+    while (r + 1) * (r + 1) <= x {
+        r += 1;
+    }
+    r
+}
+
 /// `calculate_min_free_kbytes()`: int_sqrt(lowmem_kbytes * 16), clamped to [128, 262144].
 pub fn default_min_free_kbytes(total_pages: u64) -> u64 {
     let kb = total_pages * 4;
-    ((kb * 16) as f64).sqrt().floor().clamp(128.0, 262144.0) as u64
+    int_sqrt(kb * 16).clamp(128, 262144)
 }
 
 /// `__setup_per_zone_wmarks()`: min is the zone's share of min_free_kbytes; low and high add

@@ -26,7 +26,7 @@ use crate::kernel::locking::{LockId, Mode};
 use crate::kernel::profile::KFn;
 use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
-use crate::mm::page_alloc::NIL;
+use crate::mm::page_alloc::{int_sqrt, NIL};
 use crate::sim::{pg, vm, Sim, TaskState};
 use crate::types::*;
 
@@ -35,18 +35,6 @@ use crate::types::*;
 pub const PAGEVEC_SIZE: usize = 31;
 /// SWAP_CLUSTER_MAX: folios isolated per shrink_inactive_list() call.
 pub const SWAP_CLUSTER_MAX: usize = 32;
-/// `int_sqrt()`: the integer square root (floor).
-fn int_sqrt(x: u64) -> u64 {
-    let mut r = (x as f64).sqrt() as u64;
-    while r * r > x {
-        r -= 1;
-    }
-    while (r + 1) * (r + 1) <= x {
-        r += 1;
-    }
-    r
-}
-
 /// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
 pub const DEF_PRIORITY: u32 = 12;
 /// MAX_RECLAIM_RETRIES (mm/internal.h): kswapd runs that reclaim nothing before a node is
