@@ -187,7 +187,7 @@ fn the_check_swarm_draws_tiering_scenarios() {
     let mut tiering = 0;
     let mut mode3 = 0;
     for seed in 1..=1000 {
-        let (sets, threads) = mmsim::check::swarm::scenario(seed, mmsim::check::Inject::None);
+        let (sets, threads) = mmsim::check::swarm::scenario(seed, mmsim::check::Inject::None, &[]);
         if sets.iter().any(|s| s == "machine.cpuless_nodes=1") {
             tiering += 1;
             mode3 += sets.iter().any(|s| s == "kernel.numa_balancing=3") as u32;

@@ -38,8 +38,9 @@ fn pick<'a>(r: &mut Prng, xs: &[&'a str]) -> &'a str {
     xs[r.below(xs.len() as u64) as usize]
 }
 
-/// The scenario of one seed: `--set` knobs and thread programs.
-pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
+/// The scenario of one seed: `--set` knobs and thread programs. `extra` are the user's `--set`s,
+/// applied after the seed's own; the swarm reads them only to add LUF's readers (below).
+pub fn scenario(seed: u64, inject: Inject, extra: &[String]) -> (Vec<String>, Vec<ThreadSpec>) {
     let mut r = Prng::new(seed ^ 0x6d6d_7369_6d63_6b00);
     let nodes = 1 + r.below(2);
     let cpus = nodes * (1 + r.below(4)).max(if nodes == 1 { 2 } else { 1 });
@@ -146,7 +147,36 @@ pub fn scenario(seed: u64, inject: Inject) -> (Vec<String>, Vec<ThreadSpec>) {
     // A background reader of the big file in process 0 keeps kswapd busy.
     threads.push(ThreadSpec { process: 0, cpu: None, ops: "sleep 10us\ntouch big read\n".to_string(), ops_origin: origin.clone() });
     tiering(seed, preset, nodes, &mut sets, &mut threads, &origin);
+    luf_readers(seed, nproc, extra, &mut threads, &origin);
     (sets, threads)
+}
+
+/// LUF's own workload, when the user sets `kernel.luf` (to any value, `off` included, so an
+/// off run checks the same programs): a read-only shared file mapping (PROT_READ, so no VM_WRITE
+/// — the model weights of docs/llm.md), read by two threads of one process while a third pages
+/// it out and then allocates. Only such folios are deferred by v12, which abandons a batch at
+/// any fault on a VM_WRITE VMA, and the seed's other file mappings are all writable. Drawn from
+/// a PRNG of its own and added after every other thread, so the rest of the seed is unchanged.
+fn luf_readers(seed: u64, nproc: u64, extra: &[String], threads: &mut Vec<ThreadSpec>, origin: &Origin) {
+    if !extra.iter().any(|s| s.trim_start().starts_with("kernel.luf")) {
+        return;
+    }
+    let mut r = Prng::new(seed ^ 0x6c75_665f_7264_7200);
+    let p = r.below(nproc) as u32;
+    let n = 16 + r.below(240);
+    let iters = 4 + r.below(12);
+    let reader = |first: String, pause: String| format!("{first}loop {iters}\ntouch lw read\n{pause}\nend\n");
+    let mapper = reader(format!("mmap lw {n} file:lw sparse shared prot=r\n"), format!("sleep {}us", 20 + r.below(400)));
+    let other = reader(format!("sleep {}us\n", 10 + r.below(100)), format!("spin {}us", r.below(300)));
+    let pager = format!(
+        "sleep {}us\nloop {iters}\nmadvise lw pageout\nmmap la {}\ntouch la write\nmunmap la\nsleep {}us\nend\n",
+        50 + r.below(500),
+        8 + r.below(n),
+        20 + r.below(400)
+    );
+    for ops in [mapper, other, pager] {
+        threads.push(ThreadSpec { process: p, cpu: None, ops, ops_origin: origin.clone() });
+    }
 }
 
 /// Memory tiering (docs/tiering.md) on a quarter of the seeds whose preset has it (6.1+): a
@@ -209,7 +239,7 @@ pub fn run_seed_with(seed: u64, inject: Inject, structural: bool) -> SeedResult 
 /// [`run_seed_with`] with `extra` `--set KEY=VALUE`s applied after the seed's own (`mmsim check
 /// --set`: e.g. the flush alternatives, docs/flush-alternatives.md).
 pub fn run_seed_sets(seed: u64, inject: Inject, structural: bool, extra: &[String]) -> SeedResult {
-    let (mut sets, threads) = scenario(seed, inject);
+    let (mut sets, threads) = scenario(seed, inject, extra);
     sets.extend(extra.iter().cloned());
     let cfg = Config::with_threads(&sets, threads).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} is invalid: {e}"));
     let mut sim = Sim::build(&cfg).unwrap_or_else(|e| panic!("simulator bug: check scenario of seed {seed} does not build: {e}"));
