@@ -65,8 +65,6 @@ pub struct Writeback {
     pub busy_until: Ns,
     /// PGDAT_DIRTY per node (ZONE_DIRTY before 4.8; one zone per node).
     pub node_dirty: Vec<bool>,
-    /// `stat->nr_unqueued_dirty` of the `shrink_folio_list()` call under way.
-    pub stat_unqueued_dirty: u64,
 }
 
 impl Sim {
@@ -320,7 +318,7 @@ mod tests {
         let mut tail = ReclaimTail::new(sim.cpus.len());
         let r = sim.shrink_folio_list(CpuId(0), pfns.to_vec(), false, Some(kswapd), &mut tail);
         sim.finish_reclaim_tail(CpuId(0), &mut tail);
-        r
+        r.nr_reclaimed
     }
 
     fn take_back(sim: &mut Sim, pfns: &[Pfn]) {

@@ -58,6 +58,17 @@ pub struct KswapdPass {
     pub unqueued_dirty: u64,
 }
 
+/// What a `shrink_folio_list()` call found: the fields of the kernel's `struct reclaim_stat`
+/// (and its return value) that the model uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReclaimStat {
+    /// Folios reclaimed (demoted ones included), the function's return value.
+    pub nr_reclaimed: u64,
+    /// `stat->nr_unqueued_dirty`: dirty file folios not under writeback (the model has no
+    /// writeback window, so every dirty file folio it meets).
+    pub nr_unqueued_dirty: u64,
+}
+
 /// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
 /// the flushes deferred by its unmaps, and the folios to free once that batch is flushed.
 ///
@@ -400,17 +411,18 @@ impl Sim {
     }
 
     /// `shrink_folio_list()`: reclaim what can be from an isolated list; the rest is put back.
-    /// Returns pages reclaimed. The end of the function (the last `try_to_unmap_flush()` and
-    /// `free_unref_folios()`) is left in `tail` for [`Sim::finish_reclaim_tail`]: atomic callers
-    /// run it at once, kswapd at its next step (see [`ReclaimTail`]).
-    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
+    /// Returns what it reclaimed and met ([`ReclaimStat`]). The end of the function (the last
+    /// `try_to_unmap_flush()` and `free_unref_folios()`) is left in `tail` for
+    /// [`Sim::finish_reclaim_tail`]: atomic callers run it at once, kswapd at its next step (see
+    /// [`ReclaimTail`]).
+    pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> ReclaimStat {
         self.kfn_enter(cpu, KFn::ShrinkFolioList);
         let r = self.shrink_folio_list_body(cpu, folios, ignore_references, kswapd, tail);
         self.kfn_exit(cpu);
         r
     }
 
-    fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> u64 {
+    fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> ReclaimStat {
         // The previous call's end comes first (a no-op when it already ran).
         self.finish_reclaim_tail(cpu, tail);
         // can_demote() (mm/vmscan_demote.rs): kswapd and direct reclaim, never MADV_PAGEOUT.
@@ -423,10 +435,10 @@ impl Sim {
     /// evict are demoted instead; those that cannot be are passed over again without it (the
     /// kernel's `goto retry`), not counted as scanned twice.
     #[allow(clippy::too_many_arguments)]
-    fn shrink_folio_list_pass(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, do_demote_pass: bool, count_scan: bool) -> u64 {
+    fn shrink_folio_list_pass(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, do_demote_pass: bool, count_scan: bool) -> ReclaimStat {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
-        let mut reclaimed = 0u64;
+        let mut stat = ReclaimStat::default();
         let ReclaimTail { batch, free_folios, luf_folios } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         for pfn in folios {
@@ -448,7 +460,7 @@ impl Sim {
             // folio_check_dirty_writeback(): a dirty file folio is unqueued dirty (the model has
             // no writeback window: a folio is clean from the start of its write).
             if count_scan && !anon && f.flags & pg::DIRTY != 0 {
-                self.wb.stat_unqueued_dirty += 1;
+                stat.nr_unqueued_dirty += 1;
             }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
@@ -559,7 +571,7 @@ impl Sim {
                 Some(false) => self.vmstat.count(VmEvent::PGSTEAL_DIRECT),
                 None => {}
             }
-            reclaimed += 1;
+            stat.nr_reclaimed += 1;
             if luf { luf_folios.push(pfn) } else { free_folios.push(pfn) }
             if self.p.reclaim_free_batching && free_folios.len() + luf_folios.len() == PAGEVEC_SIZE {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
@@ -569,14 +581,15 @@ impl Sim {
         if let (false, Some(nid)) = (demote_folios.is_empty(), nid) {
             // Migrate the folios selected for demotion; they count as reclaimed (pgsteal too).
             let (demoted, failed) = self.demote_folio_list(cpu, demote_folios, nid, kswapd == Some(true));
-            reclaimed += demoted;
+            stat.nr_reclaimed += demoted;
             self.vmstat.add(if kswapd == Some(true) { VmEvent::PGSTEAL_KSWAPD } else { VmEvent::PGSTEAL_DIRECT }, demoted);
             if !failed.is_empty() {
                 // Folios which weren't demoted are reclaimed as usual (not proactive reclaim).
-                reclaimed += self.shrink_folio_list_pass(cpu, failed, ignore_references, kswapd, tail, false, false);
+                // The retry counts nothing as scanned or unqueued dirty again.
+                stat.nr_reclaimed += self.shrink_folio_list_pass(cpu, failed, ignore_references, kswapd, tail, false, false).nr_reclaimed;
             }
         }
-        reclaimed
+        stat
     }
 
     /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
@@ -793,9 +806,7 @@ impl Sim {
             return None;
         }
         let taken = folios.len();
-        self.wb.stat_unqueued_dirty = 0;
-        let r = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
-        let unqueued_dirty = std::mem::take(&mut self.wb.stat_unqueued_dirty);
+        let ReclaimStat { nr_reclaimed: r, nr_unqueued_dirty: unqueued_dirty } = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
         if unqueued_dirty == taken as u64 {
             if self.p.kver >= (4, 11) {
                 self.wakeup_flusher_threads(cpu, u64::MAX);
