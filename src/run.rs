@@ -238,7 +238,11 @@ impl Sim {
             }
             self.timeline_tick(ev.time);
             match ev.kind {
-                EventKind::Wake => self.wake_up(Tid(ev.id), ev.time),
+                EventKind::Wake => {
+                    if !self.wake_cancelled(ev.id, ev.time) {
+                        self.wake_up(Tid(ev.id), ev.time)
+                    }
+                }
                 EventKind::SpinEnd => self.spin_end(Tid(ev.id), ev.time),
                 EventKind::CpuRun => {
                     let cpu = CpuId(ev.id);
@@ -335,9 +339,11 @@ impl Sim {
             Body::Synth(_) => self.step_synth(cpu, t, &mut prog, horizon),
             Body::Vma(_) => self.step_vma(cpu, t, &mut prog),
             Body::Llm(_) => self.step_llm(cpu, t, &mut prog, horizon),
-            Body::Kswapd(node) => {
-                if self.kswapd_step(cpu, *node as usize) { StepResult::Block(None) } else { StepResult::Continue }
-            }
+            Body::Kswapd(node) => match self.kswapd_step(cpu, *node as usize) {
+                crate::mm::vmscan::KswapdNext::Run => StepResult::Continue,
+                crate::mm::vmscan::KswapdNext::Sleep => StepResult::Block(None),
+                crate::mm::vmscan::KswapdNext::Throttled(until) => StepResult::Block(Some(until)),
+            },
             Body::Flusher => match self.flusher_step(cpu) {
                 // Written: sleep for the I/O (below), then look again.
                 None if self.cpus[ci].io_wait_until > self.cpus[ci].clock => StepResult::Continue,

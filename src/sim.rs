@@ -835,7 +835,7 @@ impl Sim {
             live_tasks: 0,
             hugetlb: Default::default(),
             swap: crate::mm::swapfile::Swap::new(cfg.int("machine.swap_mib") as u64 * 256),
-            wb: crate::mm::page_writeback::Writeback { node_dirty: vec![false; n_nodes], ..Default::default() },
+            wb: crate::mm::page_writeback::Writeback::new(n_nodes),
             reclaim_start: None,
             oracle: None,
             inject: crate::check::Inject::from_name(&cfg.str("check.inject")),

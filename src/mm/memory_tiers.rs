@@ -163,7 +163,7 @@ impl Sim {
             return;
         }
         let Some(t) = self.nodes[node].kswapd else { return };
-        if self.task(t).state == crate::sim::TaskState::Blocked {
+        if self.task(t).state == crate::sim::TaskState::Blocked && self.wb.throttled[node].is_none() {
             let now = self.now(cpu);
             self.wake_up(t, now);
         }

@@ -137,9 +137,12 @@ impl Sim {
         let mut moving: Vec<Moving> = Vec::new();
         let mut failed = 0;
         for &src in folios {
-            if self.latr.is_some() && self.latr_holds(src) {
-                // A lazy munmap's reference (mm/latr.rs) is one more than folio_migrate_mapping()
-                // expects: -EAGAIN, the folio goes back (a demotion hands it back to reclaim).
+            if self.frame(src).flags & pg::WRITEBACK != 0 || (self.latr.is_some() && self.latr_holds(src)) {
+                // Under writeback: migrate_folio_unmap() gives up with -EBUSY (MIGRATE_ASYNC; the
+                // kernel's MIGRATE_SYNC of move_pages() would wait, mm/page_writeback.rs). A lazy
+                // munmap's reference (mm/latr.rs) is one more than folio_migrate_mapping()
+                // expects: -EAGAIN. Either way the folio goes back (a demotion hands it back to
+                // reclaim).
                 match demote.as_deref_mut() {
                     Some(failed_out) => failed_out.push(src),
                     None => self.lru_add(src),

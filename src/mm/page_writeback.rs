@@ -28,12 +28,29 @@
 //! PG_reclaim is rotated to the tail of the inactive list (`folio_rotate_reclaimable()`; from
 //! 4.11 an active one is deactivated on the way), so reclaim finds it clean next.
 //!
+//! The flusher's writes are asynchronous, as the kernel's: a folio it writes is clean and under
+//! writeback (PG_writeback, meminfo's `Writeback`) from the start of its I/O until the batch
+//! completes on the device (`folio_end_writeback()`, [`Sim::wb_end_io`]), which is when a
+//! PG_reclaim folio is rotated. Reclaim that meets a folio under writeback keeps it (before
+//! 4.11) or activates it (4.11+), marked PG_reclaim (`nr_writeback`); kswapd meeting one already
+//! marked on a node flagged PGDAT_WRITEBACK (ZONE_WRITEBACK before 4.8: reclaim found every
+//! folio it took under writeback) counts it `nr_immediate` and stalls: 4.2 to 5.15
+//! `congestion_wait(BLK_RW_ASYNC, HZ/10)`, 5.16+ `reclaim_throttle(VMSCAN_THROTTLE_WRITEBACK)`,
+//! which writeback completions end early (`acct_reclaim_writeback()`: more than
+//! SWAP_CLUSTER_MAX pages written on the node per throttled task). The flag and the stall are
+//! per `shrink_inactive_list()` batch before 4.16 and per kswapd `shrink_node()` pass from 4.16
+//! (e3c1ac586c99, "mm/vmscan: don't change pgdat state on base of a single LRU list state").
+//!
 //! Departures, stated: the flusher writes folios in the order they became dirty (the kernel
-//! goes inode by inode, oldest dirtied inode first, each in index order); a write completes when
-//! the flusher's batch has been booked on the device (the folio is clean from the start of its
-//! I/O: no PG_writeback window, so reclaim's writeback throttling is not modelled); writers are
-//! not throttled (`balance_dirty_pages()` above the dirty limit is not modelled: only its
-//! background-writeback kick is).
+//! goes inode by inode, oldest dirtied inode first, each in index order); a batch's writes end
+//! together when the device completes the last of them, and are seen by the first step (the
+//! flusher's or a reclaimer's) at or after that time, not from the completion interrupt;
+//! msync(MS_SYNC) and kswapd's own `pageout()` write synchronously (no window); `congestion_wait()`
+//! sleeps its whole timeout (no request-queue congestion is modelled, as with blk-mq, which
+//! never sets it); 4.16+'s LRUVEC_CONGESTED stall of direct reclaim is not modelled; migration
+//! of a folio under writeback fails (MIGRATE_ASYNC's -EBUSY) also for move_pages(), which waits
+//! in the kernel; writers are not throttled (`balance_dirty_pages()` above the dirty limit is
+//! not modelled: only its background-writeback kick is).
 
 use std::collections::VecDeque;
 
@@ -65,6 +82,35 @@ pub struct Writeback {
     pub busy_until: Ns,
     /// PGDAT_DIRTY per node (ZONE_DIRTY before 4.8; one zone per node).
     pub node_dirty: Vec<bool>,
+    /// The folios of the flusher's batch in flight: under writeback until `busy_until`.
+    pub in_flight: Vec<Pfn>,
+    /// PGDAT_WRITEBACK per node (ZONE_WRITEBACK before 4.8).
+    pub node_writeback: Vec<bool>,
+    /// NR_THROTTLED_WRITTEN per node: folios whose writeback ended there.
+    pub throttled_written: Vec<u64>,
+    /// kswapd stalled on writeback, per node ([`Sim::reclaim_throttle_writeback`]).
+    pub throttled: Vec<Option<Throttled>>,
+    /// Timer wake-ups made void because writeback completions woke the task first: (task,
+    /// time). The run loop drops a `Wake` event that matches one.
+    pub cancelled_wakes: Vec<(u32, Ns)>,
+}
+
+/// A kswapd asleep in `reclaim_throttle(VMSCAN_THROTTLE_WRITEBACK)` or `congestion_wait()`.
+#[derive(Clone, Copy, Debug)]
+pub struct Throttled {
+    pub task: Tid,
+    /// `pgdat->nr_reclaim_start`: NR_THROTTLED_WRITTEN when the stall began.
+    pub start_written: u64,
+    /// The timeout (HZ/10).
+    pub until: Ns,
+    /// 5.16+: writeback completions may end the stall early.
+    pub wake_on_writeback: bool,
+}
+
+impl Writeback {
+    pub fn new(nodes: usize) -> Self {
+        Writeback { node_dirty: vec![false; nodes], node_writeback: vec![false; nodes], throttled_written: vec![0; nodes], throttled: vec![None; nodes], ..Default::default() }
+    }
 }
 
 impl Sim {
@@ -165,6 +211,7 @@ impl Sim {
             // complete first.
             return Some(self.wb.busy_until);
         }
+        self.wb_end_io(cpu);
         self.kfn_enter(cpu, crate::kernel::profile::KFn::WbWorkfn);
         let bg = self.dirty_background_thresh();
         let mut written = 0usize;
@@ -181,7 +228,7 @@ impl Sim {
                 break;
             }
             self.wb.dirty.pop_front();
-            self.writepage(cpu, pfn);
+            self.writepage(cpu, pfn, true);
             self.wb.to_write = self.wb.to_write.saturating_sub(1);
             written += 1;
         }
@@ -220,7 +267,7 @@ impl Sim {
             for off in pgoff..pgoff + (e - s) {
                 let Some(pfn) = self.files[file.0 as usize].page(off) else { continue };
                 if self.frame(pfn).flags & pg::DIRTY != 0 {
-                    self.writepage(cpu, pfn);
+                    self.writepage(cpu, pfn, false);
                     written += 1;
                 }
             }
@@ -232,9 +279,11 @@ impl Sim {
     }
 
     /// `folio_clear_dirty_for_io()` + the filesystem's writepage for one folio: clean every
-    /// mapping PTE (`folio_mkclean()`), clear the flag, count it written; a PG_reclaim folio is
-    /// rotated to the inactive tail once written.
-    fn writepage(&mut self, cpu: CpuId, pfn: Pfn) {
+    /// mapping PTE (`folio_mkclean()`), clear the flag, count it written. With `async_io` (the
+    /// flusher) the folio is under writeback until its batch completes ([`Sim::wb_end_io`]);
+    /// otherwise (msync, which waits for the write) it ends here, and a PG_reclaim folio is
+    /// rotated to the inactive tail at once.
+    fn writepage(&mut self, cpu: CpuId, pfn: Pfn, async_io: bool) {
         if self.frame(pfn).mapcount > 0 {
             self.folio_mkclean(cpu, pfn);
         }
@@ -245,6 +294,75 @@ impl Sim {
         }
         self.folio_clear_dirty(pfn);
         self.vmstat.count(VmEvent::NR_WRITTEN);
+        if async_io {
+            // folio_start_writeback()
+            self.frame_mut(pfn).flags |= pg::WRITEBACK;
+            self.wb.in_flight.push(pfn);
+        } else {
+            self.folio_end_writeback(cpu, pfn);
+        }
+    }
+
+    /// The flusher's batch in flight completes if its time has come (by the clock of `cpu`):
+    /// `folio_end_writeback()` for each folio, then `acct_reclaim_writeback()` wakes a kswapd
+    /// stalled on a node where more than SWAP_CLUSTER_MAX folios finished since it stalled.
+    pub fn wb_end_io(&mut self, cpu: CpuId) {
+        if self.wb.in_flight.is_empty() || self.now(cpu) < self.wb.busy_until {
+            return;
+        }
+        let done = self.wb.busy_until;
+        for pfn in std::mem::take(&mut self.wb.in_flight) {
+            if self.frame(pfn).flags & (pg::FILE | pg::WRITEBACK) != pg::FILE | pg::WRITEBACK {
+                continue;
+            }
+            self.frame_mut(pfn).flags &= !pg::WRITEBACK;
+            let node = self.pfn_to_nid(pfn);
+            self.wb.throttled_written[node] += 1;
+            self.folio_end_writeback(cpu, pfn);
+        }
+        for node in 0..self.wb.throttled.len() {
+            let Some(th) = self.wb.throttled[node] else { continue };
+            if th.wake_on_writeback && self.wb.throttled_written[node] - th.start_written > crate::mm::vmscan::SWAP_CLUSTER_MAX as u64 {
+                self.wb.throttled[node] = None;
+                if self.task(th.task).state == TaskState::Blocked {
+                    // Woken now; the timeout's wake-up is void.
+                    self.wb.cancelled_wakes.push((th.task.0, th.until));
+                    self.wake_up(th.task, done.max(self.now(cpu)));
+                }
+            }
+        }
+    }
+
+    /// Is a timer wake-up of `task` at `at` void (the task was woken early, [`Sim::wb_end_io`])?
+    /// Removes the entry it matches.
+    pub fn wake_cancelled(&mut self, task: u32, at: Ns) -> bool {
+        if self.wb.cancelled_wakes.is_empty() {
+            return false;
+        }
+        match self.wb.cancelled_wakes.iter().position(|&(t, w)| t == task && w == at) {
+            Some(i) => {
+                self.wb.cancelled_wakes.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `reclaim_throttle(pgdat, VMSCAN_THROTTLE_WRITEBACK)` (5.16+) or
+    /// `congestion_wait(BLK_RW_ASYNC, HZ/10)` (before) for kswapd of `node`, the current task
+    /// of `cpu`: it sleeps until HZ/10 from now, 5.16+ less if writeback completes meanwhile.
+    /// Returns the timeout; the caller blocks the task until then.
+    pub fn reclaim_throttle_writeback(&mut self, cpu: CpuId, node: usize) -> Ns {
+        self.vmstat.count(VmEvent::RECLAIM_THROTTLE_WRITEBACK);
+        let task = self.cpus[cpu.0 as usize].current.expect("kswapd runs");
+        let until = self.now(cpu) + 1_000_000_000 / 10;
+        self.wb.throttled[node] = Some(Throttled { task, start_written: self.wb.throttled_written[node], until, wake_on_writeback: self.p.kver >= (5, 16) });
+        until
+    }
+
+    /// `folio_end_writeback()` after the flag is cleared: a PG_reclaim folio goes to the tail
+    /// of the inactive list.
+    fn folio_end_writeback(&mut self, cpu: CpuId, pfn: Pfn) {
         if self.frame(pfn).flags & pg::RECLAIM != 0 {
             self.frame_mut(pfn).flags &= !pg::RECLAIM;
             self.folio_rotate_reclaimable(cpu, pfn);
@@ -372,27 +490,94 @@ mod tests {
         assert_eq!(sim.wb.nr_dirty, 0);
     }
 
-    /// The flusher cleans what reclaim asked for and rotates PG_reclaim folios to the inactive
-    /// tail (6.18 deactivates the ones direct reclaim activated), so reclaim frees them next.
+    /// The flusher cleans what reclaim asked for; its writes are asynchronous: the folios are
+    /// clean and under writeback until the batch completes, and reclaim meeting one then marks
+    /// it PG_reclaim and keeps it (4.2) or activates it (4.11+). The completion rotates the
+    /// PG_reclaim folios to the inactive tail (6.18 deactivates the activated ones), so
+    /// reclaim frees them next.
     #[test]
-    fn the_flusher_cleans_and_rotates_what_reclaim_met() {
-        let (mut sim, pfns) = dirty_folios("linux-6.18", 8);
-        assert_eq!(shrink(&mut sim, &pfns, false), 0);
-        sim.wakeup_flusher_threads(CpuId(0), u64::MAX);
-        assert_eq!(sim.wb.to_write, 8);
-        while sim.wb.to_write > 0 {
-            sim.flusher_step(CpuId(1));
+    fn the_flusher_writes_under_writeback_then_rotates_what_reclaim_met() {
+        for (preset, active) in [("linux-4.2", false), ("linux-6.18", true)] {
+            let (mut sim, pfns) = dirty_folios(preset, 8);
+            assert_eq!(shrink(&mut sim, &pfns, false), 0);
+            sim.wakeup_flusher_threads(CpuId(0), u64::MAX);
+            assert_eq!(sim.wb.to_write, 8);
+            assert_eq!(sim.flusher_step(CpuId(1)), None, "{preset}: written, asleep for the I/O");
+            assert_eq!((sim.wb.to_write, sim.wb.nr_dirty), (0, 0), "{preset}");
+            assert_eq!(sim.vmstat.get(VmEvent::NR_WRITTEN), 8, "{preset}");
+            assert!(sim.wb.busy_until > sim.now(CpuId(1)), "{preset}");
+            for &p in &pfns {
+                assert_eq!(sim.frame(p).flags & (pg::DIRTY | pg::WRITEBACK), pg::WRITEBACK, "{preset}");
+            }
+            // Met in flight: kept or activated, not reclaimed.
+            take_back(&mut sim, &pfns);
+            sim.vmstat = Default::default();
+            assert_eq!(shrink(&mut sim, &pfns, false), 0, "{preset}: under writeback");
+            for &p in &pfns {
+                let f = sim.frame(p).flags;
+                assert_eq!(f & (pg::RECLAIM | pg::LRU | pg::WRITEBACK), pg::RECLAIM | pg::LRU | pg::WRITEBACK, "{preset}");
+                assert_eq!(f & pg::ACTIVE != 0, active, "{preset}");
+            }
+            assert_eq!(sim.vmstat.get(VmEvent::PGACTIVATE), if active { 8 } else { 0 }, "{preset}");
+            // Not complete yet: nothing changes.
+            sim.wb_end_io(CpuId(1));
+            assert_eq!(sim.vmstat.get(VmEvent::PGROTATED), 0, "{preset}");
+            // Complete: flag gone, rotated to the inactive tail.
+            sim.cpus[1].clock = sim.wb.busy_until;
+            sim.wb_end_io(CpuId(1));
+            assert_eq!(sim.vmstat.get(VmEvent::PGROTATED), 8, "{preset}");
+            let tail = sim.nodes[0].lru.lists[crate::mm::vmscan::Lru::InactiveFile as usize].tail;
+            assert!(pfns.iter().any(|p| p.0 == tail), "{preset}: a rotated folio is at the inactive tail");
+            for &p in &pfns {
+                assert_eq!(sim.frame(p).flags & (pg::DIRTY | pg::RECLAIM | pg::ACTIVE | pg::WRITEBACK), 0, "{preset}");
+            }
+            take_back(&mut sim, &pfns);
+            assert_eq!(shrink(&mut sim, &pfns, false), 8, "{preset}: clean now: reclaimed");
         }
-        assert_eq!(sim.wb.nr_dirty, 0);
-        assert_eq!(sim.vmstat.get(VmEvent::NR_WRITTEN), 8);
-        assert_eq!(sim.vmstat.get(VmEvent::PGROTATED), 8);
-        let tail = sim.nodes[0].lru.lists[crate::mm::vmscan::Lru::InactiveFile as usize].tail;
-        assert!(pfns.iter().any(|p| p.0 == tail), "a rotated folio is at the inactive tail");
-        for &p in &pfns {
-            assert_eq!(sim.frame(p).flags & (pg::DIRTY | pg::RECLAIM | pg::ACTIVE), 0);
+    }
+
+    /// kswapd meeting a folio under writeback that it marked before, on a node flagged
+    /// PGDAT_WRITEBACK, counts it immediate (anyone else, or without the flag, marks it and
+    /// counts it writeback); a stalled kswapd sleeps HZ/10, and from 5.16 writeback completions
+    /// of more than SWAP_CLUSTER_MAX folios on its node wake it first, voiding the timer.
+    #[test]
+    fn kswapd_stalls_on_writeback_and_5_16_completions_end_the_stall() {
+        for (preset, early) in [("linux-4.2", false), ("linux-5.13", false), ("linux-6.18", true)] {
+            let (mut sim, pfns) = dirty_folios(preset, 33);
+            for &p in &pfns {
+                sim.folio_clear_dirty(p);
+                sim.frame_mut(p).flags |= pg::WRITEBACK;
+            }
+            let cpu = CpuId(0);
+            let stat = |sim: &mut Sim, kswapd: bool| {
+                let mut tail = ReclaimTail::new(sim.cpus.len());
+                let r = sim.shrink_folio_list(cpu, pfns.clone(), false, Some(kswapd), &mut tail);
+                sim.finish_reclaim_tail(cpu, &mut tail);
+                take_back(sim, &pfns);
+                (r.nr_writeback, r.nr_immediate)
+            };
+            assert_eq!(stat(&mut sim, true), (33, 0), "{preset}: first meeting marks them");
+            assert_eq!(stat(&mut sim, true), (33, 0), "{preset}: node not flagged");
+            sim.wb.node_writeback[0] = true;
+            assert_eq!(stat(&mut sim, false), (33, 0), "{preset}: direct reclaim is never immediate");
+            assert_eq!(stat(&mut sim, true), (0, 33), "{preset}");
+            // kswapd stalls.
+            let k = sim.nodes[0].kswapd.unwrap();
+            sim.cpus[2].current = Some(k);
+            let until = sim.reclaim_throttle_writeback(CpuId(2), 0);
+            assert_eq!(until, sim.now(CpuId(2)) + 100_000_000, "{preset}");
+            assert_eq!(sim.task(k).state, TaskState::Blocked);
+            // 32 completions are not enough, the 33rd is.
+            sim.wb.in_flight = pfns[..32].to_vec();
+            sim.wb_end_io(cpu);
+            assert_eq!(sim.task(k).state, TaskState::Blocked, "{preset}");
+            sim.wb.in_flight = pfns[32..].to_vec();
+            sim.wb_end_io(cpu);
+            assert_eq!(sim.task(k).state != TaskState::Blocked, early, "{preset}");
+            assert_eq!(sim.wb.throttled[0].is_none(), early, "{preset}");
+            assert_eq!(sim.wake_cancelled(k.0, until), early, "{preset}: the timer is void once");
+            assert!(!sim.wake_cancelled(k.0, until), "{preset}");
         }
-        take_back(&mut sim, &pfns);
-        assert_eq!(shrink(&mut sim, &pfns, false), 8, "clean now: reclaimed");
     }
 
     /// The periodic writeback writes a folio once it is older than dirty_expire_centisecs.

@@ -56,6 +56,20 @@ pub struct KswapdPass {
     /// `sc->nr.file_taken` and `sc->nr.unqueued_dirty` over the pass (mm/page_writeback.rs).
     pub file_taken: u64,
     pub unqueued_dirty: u64,
+    /// `sc->nr.taken`, `sc->nr.writeback` and `sc->nr.immediate` over the pass.
+    pub taken: u64,
+    pub writeback: u64,
+    pub immediate: u64,
+}
+
+/// What kswapd does after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KswapdNext {
+    Run,
+    /// Asleep until woken (`kswapd_try_to_sleep()`).
+    Sleep,
+    /// Stalled on writeback until then, or until completions wake it (mm/page_writeback.rs).
+    Throttled(Ns),
 }
 
 /// What a `shrink_folio_list()` call found: the fields of the kernel's `struct reclaim_stat`
@@ -64,9 +78,13 @@ pub struct KswapdPass {
 pub struct ReclaimStat {
     /// Folios reclaimed (demoted ones included), the function's return value.
     pub nr_reclaimed: u64,
-    /// `stat->nr_unqueued_dirty`: dirty file folios not under writeback (the model has no
-    /// writeback window, so every dirty file folio it meets).
+    /// `stat->nr_unqueued_dirty`: dirty file folios not under writeback.
     pub nr_unqueued_dirty: u64,
+    /// `stat->nr_writeback`: folios under writeback, now marked PG_reclaim.
+    pub nr_writeback: u64,
+    /// `stat->nr_immediate`: folios under writeback kswapd met marked PG_reclaim already, on a
+    /// node flagged PGDAT_WRITEBACK.
+    pub nr_immediate: u64,
 }
 
 /// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
@@ -423,8 +441,10 @@ impl Sim {
     }
 
     fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> ReclaimStat {
-        // The previous call's end comes first (a no-op when it already ran).
+        // The previous call's end comes first (a no-op when it already ran), and writeback the
+        // device has completed by now ends (mm/page_writeback.rs).
         self.finish_reclaim_tail(cpu, tail);
+        self.wb_end_io(cpu);
         // can_demote() (mm/vmscan_demote.rs): kswapd and direct reclaim, never MADV_PAGEOUT.
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let do_demote_pass = kswapd.is_some() && nid.is_some_and(|n| self.can_demote(n));
@@ -459,8 +479,27 @@ impl Sim {
             let anon = f.flags & pg::ANON != 0;
             // folio_check_dirty_writeback(): a dirty file folio is unqueued dirty (the model has
             // no writeback window: a folio is clean from the start of its write).
-            if count_scan && !anon && f.flags & pg::DIRTY != 0 {
+            if count_scan && !anon && f.flags & pg::DIRTY != 0 && f.flags & pg::WRITEBACK == 0 {
                 stat.nr_unqueued_dirty += 1;
+            }
+            if f.flags & pg::WRITEBACK != 0 {
+                // Cases 1 and 2 of shrink_folio_list() (global reclaim is
+                // writeback_throttling_sane(), so never case 3's wait): kswapd meeting a folio it
+                // marked before on a node flagged PGDAT_WRITEBACK counts it immediate; anyone
+                // else marks it PG_reclaim. Kept (before 4.11) or activated (4.11+).
+                let node = self.pfn_to_nid(pfn);
+                if kswapd == Some(true) && f.flags & pg::RECLAIM != 0 && self.wb.node_writeback[node] {
+                    stat.nr_immediate += count_scan as u64;
+                } else {
+                    self.frame_mut(pfn).flags |= pg::RECLAIM;
+                    stat.nr_writeback += count_scan as u64;
+                }
+                let activate = self.p.kver >= (4, 11);
+                self.putback(pfn, activate);
+                if activate {
+                    self.vmstat.count(VmEvent::PGACTIVATE);
+                }
+                continue;
             }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
@@ -734,9 +773,9 @@ impl Sim {
                         break;
                     }
                 }
-                let Some((taken, r, _)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
+                let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
                 to_scan = to_scan.saturating_sub(taken);
-                reclaimed += r;
+                reclaimed += stat.nr_reclaimed;
             }
         }
         reclaimed
@@ -796,9 +835,9 @@ impl Sim {
     /// writeback, 4.11+ wakes the flusher for all dirty pages, and before 4.11 the node is
     /// flagged dirty (ZONE_DIRTY) so kswapd may write; from 4.11 kswapd flags it itself at the
     /// end of a pass (6.18's `shrink_node()`).
-    /// Returns (folios isolated, reclaimed, of them unqueued dirty), or None when the list had
-    /// nothing to isolate.
-    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, u64, u64)> {
+    /// Returns the folios isolated and what `shrink_folio_list()` found, or None when the list
+    /// had nothing to isolate.
+    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, ReclaimStat)> {
         self.kfn_enter(cpu, KFn::ShrinkInactiveList);
         let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
         if folios.is_empty() {
@@ -806,7 +845,19 @@ impl Sim {
             return None;
         }
         let taken = folios.len();
-        let ReclaimStat { nr_reclaimed: r, nr_unqueued_dirty: unqueued_dirty } = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+        let stat = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
+        let (r, unqueued_dirty) = (stat.nr_reclaimed, stat.nr_unqueued_dirty);
+        if self.p.kver < (4, 16) {
+            // Before 4.16, per batch: every folio taken under writeback flags the node
+            // (ZONE_WRITEBACK, PGDAT_WRITEBACK from 4.8), and kswapd that met immediate folios
+            // stalls in congestion_wait() (kswapd_step() blocks it).
+            if stat.nr_writeback > 0 && stat.nr_writeback == taken as u64 {
+                self.wb.node_writeback[node] = true;
+            }
+            if stat.nr_immediate > 0 && kswapd {
+                self.reclaim_throttle_writeback(cpu, node);
+            }
+        }
         if unqueued_dirty == taken as u64 {
             if self.p.kver >= (4, 11) {
                 self.wakeup_flusher_threads(cpu, u64::MAX);
@@ -823,7 +874,7 @@ impl Sim {
         self.lru_lock_work(cpu, node, taken - r as usize);
         self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
         self.kfn_exit(cpu);
-        Some((taken, r, unqueued_dirty))
+        Some((taken, stat))
     }
 
     /// `get_scan_count()`'s lists for a node: file always; anon with free swap or a demotion
@@ -848,7 +899,8 @@ impl Sim {
                 continue;
             }
             let Some(t) = self.nodes[node].kswapd else { continue };
-            if self.task(t).state == TaskState::Blocked {
+            // A kswapd stalled on writeback sleeps on another wait queue (mm/page_writeback.rs).
+            if self.task(t).state == TaskState::Blocked && self.wb.throttled[node].is_none() {
                 self.wake_up(t, now);
             }
         }
@@ -916,11 +968,17 @@ impl Sim {
     /// kept in [`KswapdPass`] between steps, so other CPUs run between kswapd's batches as
     /// they would. The end of the step's last shrink_folio_list() (its flush and the freeing
     /// after it) runs at the start of kswapd's next step: see [`ReclaimTail`].
-    pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> bool {
+    pub fn kswapd_step(&mut self, cpu: CpuId, node: usize) -> KswapdNext {
+        // A stall that ended (its timeout, or writeback completions) is over.
+        self.wb.throttled[node] = None;
         self.kfn_enter(cpu, KFn::Kswapd);
-        let r = self.balance_pgdat(cpu, node);
+        let sleep = self.balance_pgdat(cpu, node);
         self.kfn_exit(cpu);
-        r
+        match self.wb.throttled[node] {
+            Some(th) => KswapdNext::Throttled(th.until),
+            None if sleep => KswapdNext::Sleep,
+            None => KswapdNext::Run,
+        }
     }
 
     fn balance_pgdat(&mut self, cpu: CpuId, node: usize) -> bool {
@@ -939,13 +997,14 @@ impl Sim {
                 let prio = self.nodes[node].kswapd_priority;
                 self.shrink_node_begin(cpu, node, prio);
                 let target = self.nodes[node].wmark.high.max(SWAP_CLUSTER_MAX as u64);
-                Some(KswapdPass { list: 0, to_scan: None, scanned: 0, reclaimed: 0, target, file_taken: 0, unqueued_dirty: 0 })
+                Some(KswapdPass { list: 0, to_scan: None, scanned: 0, reclaimed: 0, target, file_taken: 0, unqueued_dirty: 0, taken: 0, writeback: 0, immediate: 0 })
             }
         };
         let sleep = match pass {
             None => {
                 // Balanced: clear_pgdat_congested() (4.2: the zone's ZONE_DIRTY is cleared).
                 self.wb.node_dirty[node] = false;
+                self.wb.node_writeback[node] = false;
                 let n = &mut self.nodes[node];
                 n.kswapd_priority = DEF_PRIORITY;
                 n.kswapd_run_reclaimed = 0;
@@ -961,6 +1020,16 @@ impl Sim {
                     // reclaim" when every file folio the pass took was unqueued dirty.
                     if self.p.kver >= (4, 11) && pass.unqueued_dirty > 0 && pass.unqueued_dirty == pass.file_taken {
                         self.wb.node_dirty[node] = true;
+                    }
+                    if self.p.kver >= (4, 16) {
+                        // "If reclaim is isolating dirty pages under writeback ... the only option
+                        // is to throttle from reclaim context"; kswapd stalls below.
+                        if pass.writeback > 0 && pass.writeback == pass.taken {
+                            self.wb.node_writeback[node] = true;
+                        }
+                        if pass.immediate > 0 {
+                            self.reclaim_throttle_writeback(cpu, node);
+                        }
                     }
                     let n = &mut self.nodes[node];
                     n.kswapd_run_reclaimed += pass.reclaimed;
@@ -1004,14 +1073,19 @@ impl Sim {
                 None => self.enter_list(cpu, node, inactive_lru, active_lru, prio),
             };
             if to_scan > 0 {
-                if let Some((taken, r, unqueued_dirty)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
+                if let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
                     pass.scanned += taken as u64;
-                    pass.reclaimed += r;
+                    pass.reclaimed += stat.nr_reclaimed;
                     if inactive_lru == Lru::InactiveFile {
                         pass.file_taken += taken as u64;
-                        pass.unqueued_dirty += unqueued_dirty;
+                        pass.unqueued_dirty += stat.nr_unqueued_dirty;
                     }
+                    pass.taken += taken as u64;
+                    pass.writeback += stat.nr_writeback;
+                    pass.immediate += stat.nr_immediate;
                     pass.to_scan = Some(to_scan.saturating_sub(taken));
+                    // Before 4.16 a batch with immediate folios stalls kswapd (kswapd_step()
+                    // blocks it); a pass that goes on resumes after the stall.
                     return pass.reclaimed < pass.target;
                 }
             }

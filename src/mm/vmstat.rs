@@ -64,6 +64,10 @@ vm_events! {
     // Not a kernel counter (5.16+ has the mm_vmscan_throttled tracepoint instead): direct
     // reclaimers put to sleep by too_many_isolated().
     RECLAIM_THROTTLE_ISOLATED => "mmsim_reclaim_throttle_isolated",
+    // Not a kernel counter either: kswapd stalls on folios cycling through the LRU under
+    // writeback (congestion_wait() before 5.16, reclaim_throttle(VMSCAN_THROTTLE_WRITEBACK) from
+    // 5.16; mm/page_writeback.rs).
+    RECLAIM_THROTTLE_WRITEBACK => "mmsim_reclaim_throttle_writeback",
     // Memory tiering (docs/tiering.md): node counters in Linux (vmstat's node_stat items),
     // summed over nodes as /proc/vmstat shows them. The report leaves them out on machines
     // without a memory-only node (`VmEvent::is_tiering`), so their output is unchanged.

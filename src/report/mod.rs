@@ -107,11 +107,12 @@ impl Report {
         let time = Time { elapsed_ns: sim.end_ns, user_ns: sum(|s| s.user_ns), sys_ns: sum(|s| s.sys_ns) + sum(|s| s.irq_ns), irq_ns: sum(|s| s.irq_ns) };
         let kb = |pages: u64| pages * 4;
         let total: u64 = sim.nodes.iter().map(|n| n.nr_pages as u64).sum();
-        let (mut anon, mut file, mut mapped, mut pgtable, mut dirty) = (0, 0, 0, 0, 0);
+        let (mut anon, mut file, mut mapped, mut pgtable, mut dirty, mut writeback) = (0, 0, 0, 0, 0, 0);
         // As fs/proc/meminfo.c reads the node counters: AnonPages is NR_ANON_MAPPED (mapped anon
         // pages only: an unmapped anon page still held by a per-CPU lru_add batch or an
         // in-flight reclaim is not in it), Mapped is NR_FILE_MAPPED, Cached is the page cache
-        // (no swap cache here), Dirty is NR_FILE_DIRTY (file pages only), PageTables counts
+        // (no swap cache here), Dirty is NR_FILE_DIRTY (file pages only), Writeback NR_WRITEBACK
+        // (file pages under the flusher's I/O, mm/page_writeback.rs), PageTables counts
         // page-table pages. Read when the run ends, as `cat /proc/meminfo` after the workload:
         // a workload whose tasks all exited leaves AnonPages, Mapped and PageTables at 0.
         for f in &sim.frames {
@@ -129,6 +130,9 @@ impl Report {
                 if f.flags & pg::DIRTY != 0 {
                     dirty += 1;
                 }
+                if f.flags & pg::WRITEBACK != 0 {
+                    writeback += 1;
+                }
             }
             if f.flags & pg::PGTABLE != 0 {
                 pgtable += 1;
@@ -139,6 +143,7 @@ impl Report {
             ("MemFree", kb(sim.nr_free_pages())),
             ("Cached", kb(file)),
             ("Dirty", kb(dirty)),
+            ("Writeback", kb(writeback)),
             ("AnonPages", kb(anon)),
             ("Mapped", kb(mapped)),
             ("PageTables", kb(pgtable)),
