@@ -120,14 +120,16 @@ impl Sim {
         queued
     }
 
-    /// Book a write of `pages` 4 KiB pages on `dev` (the flusher's batch): each costs
-    /// `cost.block_write_4k_ns` of the device, after the transfers requested before it. Returns
-    /// the time from now to its completion.
+    /// Book a write of `pages` 4 KiB pages on `dev` (the flusher's batch, msync's range) as one
+    /// request, as reads are: the device is busy for the pages' transfer at
+    /// `cost.block_write_bytes_per_ns`, after the transfers requested before it, and the write
+    /// completes `cost.block_write_4k_ns` (one page's write and wait) after its first page
+    /// started. Returns the time from now to its completion.
     pub(crate) fn submit_write(&mut self, cpu: CpuId, dev: Dev, pages: u64) -> f64 {
-        let len = pages as f64 * self.p.block_write_ns;
-        let queued = self.book_io(cpu, dev, len);
+        let page_xfer = 4096.0 / self.p.block_write_bytes_per_ns;
+        let queued = self.book_io(cpu, dev, pages as f64 * page_xfer);
         self.blkdev[dev as usize].writes += 1;
-        queued + len
+        queued + pages as f64 * page_xfer + (self.p.block_write_ns - page_xfer).max(0.0)
     }
 
     /// Whether a workload's batch of accesses on CPU `ci` stops here: its clock passed `stop`
@@ -150,6 +152,21 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch of writes is one request: one page's write-and-wait plus the other pages'
+    /// transfer at the write bandwidth, and the device is busy only for the transfer.
+    #[test]
+    fn a_write_batch_costs_one_latency_plus_its_transfer() {
+        let sets: Vec<String> = ["cost.block_write_4k_ns=20000", "cost.block_write_bytes_per_ns=2.048"].iter().map(|s| s.to_string()).collect();
+        let mut sim = Sim::new(&crate::config::Config::defaults(&sets).unwrap());
+        let cpu = CpuId(0);
+        assert_eq!(sim.submit_write(cpu, Dev::File, 1), 20000.0);
+        sim.cpus[0].clock = 1_000_000;
+        // 32 pages at 2000 ns each: 20000 + 31 x 2000.
+        assert_eq!(sim.submit_write(cpu, Dev::File, 32), 82000.0);
+        // Requested at the same time, a second batch waits for the first one's transfer only.
+        assert_eq!(sim.submit_write(cpu, Dev::File, 32), 64000.0 + 82000.0);
+    }
 
     #[test]
     fn transfers_queue_in_request_order_not_booking_order() {

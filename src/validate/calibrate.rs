@@ -89,6 +89,15 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
             } else {
                 notes.push(format!("block bandwidth not derived (a 1 MiB read, {rd1m:.0} ns, was not slower than a 4 KiB one); the cited default stays"));
             }
+            // And a write of n pages block_write_4k_ns + (n - 1) * 4096 / write bandwidth.
+            match f("block_write_1m") {
+                Ok(wr1m) if wr1m > wr => {
+                    let bw = (255.0 * 4096.0) / (wr1m - wr);
+                    put("block_write_bytes_per_ns", bw, format!("O_DIRECT 1 MiB writes in file order, each followed by fdatasync: {wr1m:.0} ns each; (1 MiB - 4 KiB) / ({wr1m:.0} - {wr:.0}) ns"));
+                }
+                Ok(wr1m) => notes.push(format!("block write bandwidth not derived (a 1 MiB write, {wr1m:.0} ns, was not slower than a 4 KiB one); the cited default stays")),
+                Err(_) => notes.push("block write bandwidth not measured; the cited default stays".into()),
+            }
         }
         (_, Some(why), _) => notes.push(format!("block I/O not measured ({why}); the cited defaults stay")),
         _ => notes.push("block I/O not measured; the cited defaults stay".into()),
@@ -275,11 +284,17 @@ mod tests {
         let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=30000\n");
         let (_, notes) = derive(&parse(&out)).unwrap();
         assert!(notes.iter().any(|n| n.contains("block bandwidth not derived")), "a 1 MiB read no slower than 4 KiB gives no bandwidth");
-        let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=285000\n");
+        let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=285000\nblock_write_1m=630000\n");
         let (d, _) = derive(&parse(&out)).unwrap();
         let bw = d.iter().find(|x| x.key == "block_read_bytes_per_ns").unwrap().value;
         // 255 pages after the first in 255 us: 4.096 B/ns, written with the profile's rounding.
         assert_eq!(bw, 4.1);
+        // Writes: 255 pages in 510 us: 2.048 B/ns.
+        let bw = d.iter().find(|x| x.key == "block_write_bytes_per_ns").unwrap().value;
+        assert_eq!(bw, 2.05);
+        let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=285000\nblock_write_1m=100000\n");
+        let (d, notes) = derive(&parse(&out)).unwrap();
+        assert!(d.iter().all(|x| x.key != "block_write_bytes_per_ns") && notes.iter().any(|n| n.contains("block write bandwidth not derived")), "{notes:?}");
     }
 
     #[test]
