@@ -975,7 +975,13 @@ impl Sim {
         let sleep = self.balance_pgdat(cpu, node);
         self.kfn_exit(cpu);
         match self.wb.throttled[node] {
-            Some(th) => KswapdNext::Throttled(th.until),
+            Some(th) => {
+                // The stall comes after shrink_folio_list() returned: its flush and frees are
+                // done before kswapd sleeps, not left to its next step.
+                let mut tail = self.take_reclaim_tail(cpu);
+                self.finish_reclaim_tail(cpu, &mut tail);
+                KswapdNext::Throttled(th.until)
+            }
             None if sleep => KswapdNext::Sleep,
             None => KswapdNext::Run,
         }
