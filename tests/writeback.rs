@@ -125,26 +125,15 @@ ops = "spin forever"
     assert_eq!(sim.wb.nr_dirty, 0);
 }
 
-/// A 96 MiB file written through a shared mapping on the 64 MiB machine, with only reclaim
-/// waking the flusher, on a slow device (150 MB/s): 4.2's kswapd finds a whole batch under
+/// STREAM (only reclaim wakes the flusher) on a slow device (150 MB/s): 4.2's kswapd finds a whole batch under
 /// writeback, meets those folios again marked and stalls in congestion_wait(); 5.13's and 6.18's
 /// kswapd passes always take some clean folios, so the node is never flagged and kswapd never
 /// stalls (docs/reclaim.md, "The writeback window"). The stall sleeps kswapd, not its CPU: the
 /// writer keeps reclaiming meanwhile.
 #[test]
 fn a_slow_device_stalls_4_2_kswapd_on_writeback() {
-    const WRITER: &str = r#"
-[vm]
-dirty_background_ratio = 100
-[[workload.thread]]
-cpu = 0
-ops = """
-mmap m 24576 file:data shared prot=rw
-touch m write
-"""
-"#;
     let stalls = |preset: &str| {
-        let sim = run(WRITER, &[&format!("kernel.preset={preset}"), "cost.block_write_bytes_per_ns=0.15"]);
+        let sim = run(STREAM, &[&format!("kernel.preset={preset}"), "cost.block_write_bytes_per_ns=0.15"]);
         assert!(sim.vmstat.get(VmEvent::NR_WRITTEN) > 0, "{preset}");
         (sim.vmstat.get(VmEvent::RECLAIM_THROTTLE_WRITEBACK), sim.vmstat.get(VmEvent::PGSTEAL_DIRECT))
     };

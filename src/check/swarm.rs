@@ -158,7 +158,7 @@ pub fn scenario(seed: u64, inject: Inject, extra: &[String]) -> (Vec<String>, Ve
 /// any fault on a VM_WRITE VMA, and the seed's other file mappings are all writable. Drawn from
 /// a PRNG of its own and added after every other thread, so the rest of the seed is unchanged.
 fn luf_readers(seed: u64, nproc: u64, extra: &[String], threads: &mut Vec<ThreadSpec>, origin: &Origin) {
-    if !extra.iter().any(|s| s.trim_start().starts_with("kernel.luf")) {
+    if !extra.iter().any(|s| s.split_once('=').is_some_and(|(k, _)| k.trim() == "kernel.luf")) {
         return;
     }
     let mut r = Prng::new(seed ^ 0x6c75_665f_7264_7200);
