@@ -631,7 +631,7 @@ impl Params {
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
             lock_handoff_ns: c.float("cost.lock_handoff_ns"),
             lock_handoff_cross_socket_ns: c.float("cost.lock_handoff_cross_socket_ns"),
-            isolated_throttle_ns: if crate::config::presets::version(&preset) >= (5, 16) { 1_000_000_000 / 50 } else { 1_000_000_000 / 10 },
+            isolated_throttle_ns: if crate::config::presets::version(&preset) >= (5, 16) { 1_000_000_000 / 50 } else { crate::mm::vmscan::HZ_10_NS },
             fault_mmap_lock: crate::config::presets::version(&preset) < (6, 4),
         }
     }

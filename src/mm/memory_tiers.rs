@@ -162,11 +162,8 @@ impl Sim {
         if self.nodes[node].nr_free >= self.kswapd_balance_mark(node) || self.nodes[node].kswapd_failures >= crate::mm::vmscan::MAX_RECLAIM_RETRIES {
             return;
         }
-        let Some(t) = self.nodes[node].kswapd else { return };
-        if self.task(t).state == crate::sim::TaskState::Blocked && self.wb.throttled[node].is_none() {
-            let now = self.now(cpu);
-            self.wake_up(t, now);
-        }
+        let now = self.now(cpu);
+        self.wake_kswapd_wait(node, now);
     }
 }
 

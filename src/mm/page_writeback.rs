@@ -103,8 +103,6 @@ pub struct Throttled {
     pub start_written: u64,
     /// The timeout (HZ/10).
     pub until: Ns,
-    /// 5.16+: writeback completions may end the stall early.
-    pub wake_on_writeback: bool,
 }
 
 impl Writeback {
@@ -310,7 +308,6 @@ impl Sim {
         if self.wb.in_flight.is_empty() || self.now(cpu) < self.wb.busy_until {
             return;
         }
-        let done = self.wb.busy_until;
         for pfn in std::mem::take(&mut self.wb.in_flight) {
             if self.frame(pfn).flags & (pg::FILE | pg::WRITEBACK) != pg::FILE | pg::WRITEBACK {
                 continue;
@@ -322,12 +319,14 @@ impl Sim {
         }
         for node in 0..self.wb.throttled.len() {
             let Some(th) = self.wb.throttled[node] else { continue };
-            if th.wake_on_writeback && self.wb.throttled_written[node] - th.start_written > crate::mm::vmscan::SWAP_CLUSTER_MAX as u64 {
+            // 5.16+: writeback completions may end the stall early.
+            if self.p.kver >= (5, 16) && self.wb.throttled_written[node] - th.start_written > crate::mm::vmscan::SWAP_CLUSTER_MAX as u64 {
                 self.wb.throttled[node] = None;
                 if self.task(th.task).state == TaskState::Blocked {
                     // Woken now; the timeout's wake-up is void.
                     self.wb.cancelled_wakes.push((th.task.0, th.until));
-                    self.wake_up(th.task, done.max(self.now(cpu)));
+                    let now = self.now(cpu);
+                    self.wake_up(th.task, now);
                 }
             }
         }
@@ -355,8 +354,8 @@ impl Sim {
     pub fn reclaim_throttle_writeback(&mut self, cpu: CpuId, node: usize) -> Ns {
         self.vmstat.count(VmEvent::RECLAIM_THROTTLE_WRITEBACK);
         let task = self.cpus[cpu.0 as usize].current.expect("kswapd runs");
-        let until = self.now(cpu) + 1_000_000_000 / 10;
-        self.wb.throttled[node] = Some(Throttled { task, start_written: self.wb.throttled_written[node], until, wake_on_writeback: self.p.kver >= (5, 16) });
+        let until = self.now(cpu) + crate::mm::vmscan::HZ_10_NS;
+        self.wb.throttled[node] = Some(Throttled { task, start_written: self.wb.throttled_written[node], until });
         until
     }
 

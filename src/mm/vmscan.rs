@@ -35,6 +35,9 @@ use crate::types::*;
 pub const PAGEVEC_SIZE: usize = 31;
 /// SWAP_CLUSTER_MAX: folios isolated per shrink_inactive_list() call.
 pub const SWAP_CLUSTER_MAX: usize = 32;
+
+/// HZ/10, the timeout of `congestion_wait()` and of `reclaim_throttle()`'s writeback stall.
+pub const HZ_10_NS: Ns = 1_000_000_000 / 10;
 /// DEF_PRIORITY: reclaim starts by scanning 1/4096 of a list, doubling per priority step.
 pub const DEF_PRIORITY: u32 = 12;
 /// MAX_RECLAIM_RETRIES (mm/internal.h): kswapd runs that reclaim nothing before a node is
@@ -300,6 +303,17 @@ impl Sim {
     /// put back active ages the node's non-resident information (mm/workingset.rs). (The kernel's
     /// MADV_PAGEOUT path puts back with folio_putback_lru(), which does not age; the model's
     /// reclaim_pages() shares this function.)
+    /// A folio that is dirty or under writeback and not reclaimed now goes back to the inactive
+    /// list (`keep_locked`, before 4.11) or is activated (`activate_locked`, 4.11+, c55e8d035b28:
+    /// "move dirty pages out of the way until they're flushed").
+    fn keep_for_io(&mut self, pfn: Pfn) {
+        let activate = self.p.kver >= (4, 11);
+        self.putback(pfn, activate);
+        if activate {
+            self.vmstat.count(VmEvent::PGACTIVATE);
+        }
+    }
+
     fn putback(&mut self, pfn: Pfn, active: bool) {
         let f = &mut self.frames[pfn.0 as usize];
         if f.refcount == 0 || f.flags & pg::FREE != 0 {
@@ -494,11 +508,7 @@ impl Sim {
                     self.frame_mut(pfn).flags |= pg::RECLAIM;
                     stat.nr_writeback += count_scan as u64;
                 }
-                let activate = self.p.kver >= (4, 11);
-                self.putback(pfn, activate);
-                if activate {
-                    self.vmstat.count(VmEvent::PGACTIVATE);
-                }
+                self.keep_for_io(pfn);
                 continue;
             }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
@@ -582,11 +592,7 @@ impl Sim {
                     if !may_write {
                         self.vmstat.count(VmEvent::NR_VMSCAN_IMMEDIATE);
                         self.frame_mut(pfn).flags |= pg::RECLAIM;
-                        let activate = self.p.kver >= (4, 11);
-                        self.putback(pfn, activate);
-                        if activate {
-                            self.vmstat.count(VmEvent::PGACTIVATE);
-                        }
+                        self.keep_for_io(pfn);
                         continue;
                     }
                     if reclaim_clean {
@@ -769,7 +775,7 @@ impl Sim {
                     // so 4.2's loop re-checks nothing and the reclaimer goes on after one sleep.
                     self.vmstat.count(VmEvent::RECLAIM_THROTTLE_ISOLATED);
                     self.cpus[cpu.0 as usize].clock += self.p.isolated_throttle_ns;
-                    if self.p.isolated_throttle_ns < 1_000_000_000 / 10 {
+                    if self.p.isolated_throttle_ns < HZ_10_NS {
                         break;
                     }
                 }
@@ -779,6 +785,21 @@ impl Sim {
             }
         }
         reclaimed
+    }
+
+    /// What reclaim of `taken` folios that met `writeback` under writeback and `immediate`
+    /// marked ones says of the node: all under writeback flags it PGDAT_WRITEBACK
+    /// (ZONE_WRITEBACK before 4.8; "If reclaim is isolating dirty pages under writeback ... the
+    /// only option is to throttle from reclaim context"), and immediate ones stall kswapd
+    /// ([`Sim::reclaim_throttle_writeback`]; `kswapd_step()` blocks it). Per
+    /// `shrink_inactive_list()` batch before 4.16, per kswapd `shrink_node()` pass from 4.16.
+    fn writeback_pressure(&mut self, cpu: CpuId, node: usize, taken: u64, writeback: u64, immediate: u64) {
+        if writeback > 0 && writeback == taken {
+            self.wb.node_writeback[node] = true;
+        }
+        if immediate > 0 {
+            self.reclaim_throttle_writeback(cpu, node);
+        }
     }
 
     /// `inactive_is_low()` (4.2: `inactive_list_is_low()`) for the list pair of `inactive_lru`:
@@ -848,15 +869,8 @@ impl Sim {
         let stat = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
         let (r, unqueued_dirty) = (stat.nr_reclaimed, stat.nr_unqueued_dirty);
         if self.p.kver < (4, 16) {
-            // Before 4.16, per batch: every folio taken under writeback flags the node
-            // (ZONE_WRITEBACK, PGDAT_WRITEBACK from 4.8), and kswapd that met immediate folios
-            // stalls in congestion_wait() (kswapd_step() blocks it).
-            if stat.nr_writeback > 0 && stat.nr_writeback == taken as u64 {
-                self.wb.node_writeback[node] = true;
-            }
-            if stat.nr_immediate > 0 && kswapd {
-                self.reclaim_throttle_writeback(cpu, node);
-            }
+            // Before 4.16 per batch, by any reclaimer (only kswapd counts immediate folios).
+            self.writeback_pressure(cpu, node, taken as u64, stat.nr_writeback, stat.nr_immediate);
         }
         if unqueued_dirty == taken as u64 {
             if self.p.kver >= (4, 11) {
@@ -898,11 +912,17 @@ impl Sim {
             if self.nodes[node].nr_free > self.nodes[node].wmark.low || self.nodes[node].kswapd_failures >= MAX_RECLAIM_RETRIES {
                 continue;
             }
-            let Some(t) = self.nodes[node].kswapd else { continue };
-            // A kswapd stalled on writeback sleeps on another wait queue (mm/page_writeback.rs).
-            if self.task(t).state == TaskState::Blocked && self.wb.throttled[node].is_none() {
-                self.wake_up(t, now);
-            }
+            self.wake_kswapd_wait(node, now);
+        }
+    }
+
+    /// `wake_up_interruptible(&pgdat->kswapd_wait)`: the node's kswapd wakes if it sleeps
+    /// there. One stalled on writeback sleeps on another wait queue (mm/page_writeback.rs) and
+    /// stays asleep.
+    pub(crate) fn wake_kswapd_wait(&mut self, node: usize, now: Ns) {
+        let Some(t) = self.nodes[node].kswapd else { return };
+        if self.task(t).state == TaskState::Blocked && self.wb.throttled[node].is_none() {
+            self.wake_up(t, now);
         }
     }
 
@@ -1028,14 +1048,7 @@ impl Sim {
                         self.wb.node_dirty[node] = true;
                     }
                     if self.p.kver >= (4, 16) {
-                        // "If reclaim is isolating dirty pages under writeback ... the only option
-                        // is to throttle from reclaim context"; kswapd stalls below.
-                        if pass.writeback > 0 && pass.writeback == pass.taken {
-                            self.wb.node_writeback[node] = true;
-                        }
-                        if pass.immediate > 0 {
-                            self.reclaim_throttle_writeback(cpu, node);
-                        }
+                        self.writeback_pressure(cpu, node, pass.taken, pass.writeback, pass.immediate);
                     }
                     let n = &mut self.nodes[node];
                     n.kswapd_run_reclaimed += pass.reclaimed;
