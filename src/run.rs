@@ -222,7 +222,17 @@ impl Sim {
     /// progress display that counts work done (src/progress.rs). It never changes the run.
     pub fn run_observed(&mut self, mut progress: impl FnMut(&Sim)) -> Outcome {
         let mut steps: u64 = 0;
-        while let Some(ev) = self.events.pop() {
+        // The CPU that just ran, if it goes back to the queue: pushed and the next event
+        // popped in one step (`EventQueue::push_pop`).
+        let mut requeue: Option<(Ns, u32)> = None;
+        loop {
+            let ev = match requeue.take() {
+                Some((t, id)) => self.events.push_pop(t, EventKind::CpuRun, id),
+                None => match self.events.pop() {
+                    Some(e) => e,
+                    None => break,
+                },
+            };
             if self.all_done() {
                 break;
             }
@@ -279,8 +289,7 @@ impl Sim {
                     }
                     self.running_cpu = None;
                     if self.cpus[ci].scheduled {
-                        let t = self.cpus[ci].clock;
-                        self.events.push(t, EventKind::CpuRun, ev.id);
+                        requeue = Some((self.cpus[ci].clock, ev.id));
                     }
                 }
             }

@@ -54,6 +54,18 @@ impl EventQueue {
         self.seq += 1;
         self.heap.push(Reverse(Event { time, kind, id, seq: self.seq }));
     }
+    /// `push` then `pop` in one step: the event pushed is returned at once when it comes
+    /// first, else it takes the place of the first event, which is returned (one sift down of
+    /// the heap instead of a sift up and a sift down). The same event comes out, and the same
+    /// events stay queued, as with `push` and `pop` (events are totally ordered: `seq` is unique).
+    pub fn push_pop(&mut self, time: Ns, kind: EventKind, id: u32) -> Event {
+        self.seq += 1;
+        let e = Event { time, kind, id, seq: self.seq };
+        match self.heap.peek_mut() {
+            Some(mut top) if top.0 < e => std::mem::replace(&mut *top, Reverse(e)).0,
+            _ => e,
+        }
+    }
     pub fn pop(&mut self) -> Option<Event> {
         self.heap.pop().map(|Reverse(e)| e)
     }
@@ -68,6 +80,25 @@ impl EventQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn push_pop_is_push_then_pop() {
+        let mut rng = crate::engine::prng::Prng::new(5);
+        let (mut a, mut b) = (EventQueue::default(), EventQueue::default());
+        let kinds = [EventKind::Wake, EventKind::SpinEnd, EventKind::CpuRun];
+        for _ in 0..5_000 {
+            let (t, k, id) = (rng.below(50), kinds[rng.below(3) as usize], rng.below(4) as u32);
+            if rng.below(3) == 0 {
+                a.push(t, k, id);
+                b.push(t, k, id);
+            } else {
+                a.push(t, k, id);
+                assert_eq!(a.pop(), Some(b.push_pop(t, k, id)));
+            }
+        }
+        let drain = |q: &mut EventQueue| std::iter::from_fn(|| q.pop()).collect::<Vec<_>>();
+        assert_eq!(drain(&mut a), drain(&mut b));
+    }
 
     #[test]
     fn same_instant_order_is_class_then_id_then_insertion() {

@@ -99,6 +99,7 @@ impl Sim {
     pub(crate) fn prefetch_pte(&self, mm: MmId, vpn: u64) {
         if let Some(t) = self.mms[mm.0 as usize].as_ref().and_then(|m| m.pgtable.pte_table(vpn)) {
             crate::hw::prefetch(&t.ptes[idx(vpn, 0)]);
+            crate::hw::prefetch(&t.pfn);
         }
     }
 
@@ -161,6 +162,13 @@ impl Sim {
                     self.oracle_fill(cpu, mm, vpn, pte.pfn(), write);
                 }
                 return Ok(());
+            }
+            if pte.mapped() {
+                // The fault will read the folio's frame (do_numa_page, do_wp_page): start the
+                // host's cache miss on it now, under the VMA lookup and the PTE lock.
+                if let Some(f) = self.frames.get(pte.pfn().0 as usize) {
+                    crate::hw::prefetch(f);
+                }
             }
             let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
             self.charge_user(cpu, walk);

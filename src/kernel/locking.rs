@@ -411,7 +411,14 @@ struct Cals {
     /// The PTE-table calendars looked up since they were last found empty by `Locks::sweep`
     /// (a key may appear twice after its table was freed and allocated again: harmless).
     ptl_live: Vec<(u32, u64)>,
+    /// Storage of calendars emptied by `Locks::sweep`, handed to the next PTE-table calendar
+    /// that comes back to life, so that the churn of PTE-table locks (a hint fault's table is
+    /// often swept and booked again a millisecond later) allocates nothing (item 22).
+    pool: Vec<Chunked<Busy>>,
 }
+
+/// At most this many emptied calendars' storage is kept for reuse (a few hundred bytes each).
+const POOL_MAX: usize = 4096;
 
 impl Cals {
     fn get(&mut self, id: LockId) -> &mut Calendar {
@@ -432,6 +439,10 @@ impl Cals {
             LockId::Ptl(m, t) => {
                 let c = self.ptl.entry((m, t)).or_default();
                 if !c.live {
+                    // Not live: its holds are gone (new, or emptied by a sweep).
+                    if let Some(q) = self.pool.pop() {
+                        c.q = q;
+                    }
                     c.live = true;
                     self.ptl_live.push((m, t));
                 }
@@ -548,12 +559,16 @@ impl Locks {
     pub fn sweep(&mut self) {
         let floor = self.floor;
         self.next_sweep = floor + SWEEP_NS;
-        let Cals { ptl, ptl_live, .. } = &mut self.cals;
+        let Cals { ptl, ptl_live, pool, .. } = &mut self.cals;
         ptl_live.retain(|k| {
             let Some(c) = ptl.get_mut(k) else { return false };
             c.prune(floor);
             if c.q.is_empty() {
-                c.q = Chunked::default();
+                let mut q = std::mem::take(&mut c.q);
+                if pool.len() < POOL_MAX {
+                    q.clear();
+                    pool.push(q);
+                }
                 c.live = false;
                 false
             } else {

@@ -99,23 +99,30 @@ pub fn pte_needs_flush(old: Pte, new: Pte) -> bool {
 
 /// The last level: 512 PTEs.
 #[derive(Debug)]
+#[repr(C)]
 pub struct PteTable {
-    pub ptes: Box<[Pte; PTRS_PER_TABLE]>,
-    pub used: u32,
+    /// The table page's frame (a walk reads its node) and the count of non-none PTEs, first:
+    /// the header's cache line is found from the same pointer as the PTE's, so the two loads
+    /// run in parallel (`Sim::prefetch_pte` prefetches both).
     pub pfn: Pfn,
+    pub used: u32,
+    /// Inline, so that a walk reaches the PTE from the PMD slot in one load, not two (the
+    /// table's header and then a separately boxed array): docs/performance.md, item 21.
+    pub ptes: [Pte; PTRS_PER_TABLE],
 }
 
 /// An upper-level directory (PGD, PUD or PMD).
 #[derive(Debug)]
 pub struct Dir<T> {
-    pub slots: Box<[Option<Box<T>>]>,
+    /// Inline for the same reason as [`PteTable::ptes`].
+    pub slots: [Option<Box<T>>; PTRS_PER_TABLE],
     pub used: u32,
     pub pfn: Pfn,
 }
 
 impl<T> Dir<T> {
     pub fn new(pfn: Pfn) -> Self {
-        Dir { slots: (0..PTRS_PER_TABLE).map(|_| None).collect(), used: 0, pfn }
+        Dir { slots: std::array::from_fn(|_| None), used: 0, pfn }
     }
 }
 
@@ -131,12 +138,12 @@ pub fn idx(vpn: u64, level: u32) -> usize {
 /// A process's page tables.
 #[derive(Debug)]
 pub struct PageTable {
-    pub pgd: Pgd,
+    pub pgd: Box<Pgd>,
 }
 
 impl PageTable {
     pub fn new(pgd_pfn: Pfn) -> Self {
-        PageTable { pgd: Dir::new(pgd_pfn) }
+        PageTable { pgd: Box::new(Dir::new(pgd_pfn)) }
     }
 
     /// The PTE table covering `vpn`, if allocated.
@@ -191,7 +198,7 @@ impl PageTable {
         let pmd = pud.slots[i2].as_deref_mut().unwrap();
         let i1 = idx(vpn, 1);
         if pmd.slots[i1].is_none() {
-            pmd.slots[i1] = Some(Box::new(PteTable { ptes: Box::new([Pte::NONE; PTRS_PER_TABLE]), used: 0, pfn: alloc() }));
+            pmd.slots[i1] = Some(Box::new(PteTable { ptes: [Pte::NONE; PTRS_PER_TABLE], used: 0, pfn: alloc() }));
             pmd.used += 1;
             n += 1;
         }
