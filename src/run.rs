@@ -193,7 +193,6 @@ impl Sim {
                 seq_cursor: 0,
                 init: (0, 0),
                 thin: cfg.int("workload.thin") as u64,
-                ahead: None,
             })
         };
         self.spawn_workload(cfg, procs, threads as u64, text_pages, setup, thread);
@@ -478,12 +477,8 @@ impl Sim {
             let vpn = st.region.0 + page;
             if st.remaining > 0 && weight > 1 {
                 // A thinned stream (workload.thin) is mostly TLB misses: prefetch the next
-                // access's PTE and this CPU's TLB sets for it while this one runs
-                // (`SynthState::peek_page`; the thread's next step comes after other CPUs').
-                let next = st.region.0 + st.peek_page_keep();
-                self.prefetch_pte(mm, next);
-                let c = &self.cpus[ci];
-                c.tlb.prefetch_data(c.tlbstate.loaded_mm_asid, next);
+                // access's PTE while this one runs (`SynthState::peek_page`).
+                self.prefetch_pte(mm, st.region.0 + st.peek_page(&st.prng));
             }
             if let Some(f) = fetch {
                 if let Err(e) = self.access(cpu, mm, f, false, true) {

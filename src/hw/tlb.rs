@@ -150,18 +150,6 @@ impl SetAssoc {
         self.checked[s] = ep.now;
     }
 
-    /// Start the host's cache misses on the set of `tag` (its tags, stamps, entries and flush
-    /// epoch), which a lookup and fill of `tag` will read: no effect on the model.
-    #[inline]
-    fn prefetch(&self, tag: u64) {
-        let s = (tag & self.set_mask) as usize;
-        let base = s * self.ways;
-        crate::hw::prefetch(&self.tags[base]);
-        crate::hw::prefetch(&self.stamp[base]);
-        crate::hw::prefetch(&self.entries[base]);
-        crate::hw::prefetch(&self.checked[s]);
-    }
-
     /// Bring every set up to date (before the epochs are renumbered).
     fn sync_all(&mut self, ep: &FlushEpochs) {
         for s in 0..self.checked.len() {
@@ -385,18 +373,6 @@ impl CpuTlb {
             Some(_) => L1dProbe::Slow,
             None => L1dProbe::Miss,
         }
-    }
-
-    /// Prefetch the sets a data access to `vpn` probes and fills (the L1 4 KiB and 2 MiB
-    /// arrays, the STLB for both sizes): called for a thread's next access while the current
-    /// one runs (`Sim::step_synth`'s thinned stream). No effect on the model.
-    #[inline]
-    pub fn prefetch_data(&self, asid: u16, vpn: u64) {
-        let (t4, t2) = (tag_4k(asid, vpn), tag_2m(asid, vpn));
-        self.l1d_4k.prefetch(t4);
-        self.l1d_2m.prefetch(t2);
-        self.stlb.prefetch(t4);
-        self.stlb.prefetch(t2);
     }
 
     /// [`CpuTlb::lookup`] of a data access whose L1 4 KiB probe just missed: the same result

@@ -182,7 +182,6 @@ pub fn build(cfg: &Config, scale: u64) -> Result<(Sim, Vec<Tid>), ConfigError> {
                 seq_cursor: 0,
                 init: if j == 0 { (0, set_pages) } else { (0, 0) },
                 thin,
-                ahead: None,
             };
             let prog = Program { body: Body::Synth(st), file: "<pmbench>".into(), released: false };
             let t = sim.new_task(100 + p as u32, Some(mm), cpu, Some(cpu), prog);

@@ -30,21 +30,12 @@ pub struct SynthState {
     /// Thinning (`workload.thin`): each simulated pattern access stands for this many accesses
     /// drawn from the same distribution; the run charges this many times its user time.
     pub thin: u64,
-    /// The next pattern page and the PRNG after drawing it, when [`SynthState::peek_page_keep`]
-    /// drew it ahead; [`SynthState::next_access`] takes it instead of drawing again.
-    pub ahead: Option<(u64, Prng)>,
 }
 
 impl SynthState {
     /// The next data access: (page index in the region, write?).
     #[inline(always)]
     pub fn next_access(&mut self) -> (u64, bool) {
-        if let Some((page, prng)) = self.ahead.take() {
-            // The same draws as below, the page's done ahead (`peek_page_keep`).
-            self.prng = prng;
-            let write = self.prng.below(100) >= self.read_pct;
-            return (page, write);
-        }
         let mut prng = self.prng.clone();
         let r = self.next_access_with(&mut prng);
         self.prng = prng;
@@ -99,25 +90,6 @@ impl SynthState {
         if self.init.0 < self.init.1 { self.init.0 } else { self.pattern_page(&mut prng.clone()) }
     }
 
-    /// [`SynthState::peek_page`] that keeps the draw for [`SynthState::next_access`], which
-    /// then does not draw the page again (a normal draw is a log, a sqrt and a cos). For the
-    /// thinned stream, where every access is peeked; the hit loop of `Sim::step_synth`, which
-    /// draws with `next_access_with`, must not run while a draw is kept (it runs at thin 1
-    /// only, where nothing peeks this way).
-    #[inline]
-    pub fn peek_page_keep(&mut self) -> u64 {
-        if self.init.0 < self.init.1 || self.pattern == Pattern::Sequential {
-            return self.peek_page(&self.prng);
-        }
-        if let Some((page, _)) = self.ahead {
-            return page;
-        }
-        let mut prng = self.prng.clone();
-        let page = self.pattern_page(&mut prng);
-        self.ahead = Some((page, prng));
-        page
-    }
-
     /// Whether an instruction-page fetch precedes this access, and which text page.
     #[inline]
     pub fn next_fetch(&mut self) -> Option<u64> {
@@ -154,7 +126,6 @@ mod tests {
             seq_cursor: 0,
             init,
             thin,
-            ahead: None,
         }
     }
 
@@ -168,27 +139,6 @@ mod tests {
                 let want = (plain.weight(), plain.next_access());
                 assert_eq!(ahead, want.1.0, "{pattern:?} access {i}: the peek is the next access");
                 assert_eq!((peeked.weight(), peeked.next_access()), want, "{pattern:?} access {i}");
-            }
-        }
-    }
-
-    /// Peeking with `peek_page_keep` (at every access, at random ones, twice in a row) gives the
-    /// same accesses and weights as never peeking, through the init phase and after it.
-    #[test]
-    fn peek_page_keep_changes_no_access() {
-        let mut coin = Prng::new(3);
-        for pattern in [Pattern::Uniform, Pattern::Normal, Pattern::Sequential] {
-            for always in [true, false] {
-                let (mut plain, mut kept) = (state(pattern, (0, 20), 7), state(pattern, (0, 20), 7));
-                for i in 0..2000 {
-                    if always || coin.below(2) == 0 {
-                        let ahead = kept.peek_page_keep();
-                        assert_eq!(kept.peek_page_keep(), ahead, "peeking twice gives the same page");
-                        assert_eq!(kept.peek_page(&kept.prng), ahead, "{pattern:?} access {i}: both peeks agree");
-                    }
-                    let want = (plain.weight(), plain.next_access());
-                    assert_eq!((kept.weight(), kept.next_access()), want, "{pattern:?} access {i}");
-                }
             }
         }
     }
