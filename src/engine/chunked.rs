@@ -142,7 +142,8 @@ impl<T: Keyed> Chunked<T> {
             _ => {
                 // The first block grows as needed (most calendars, one per PTE-table lock,
                 // hold a few holds at a time); a second one means a busy calendar, and gets
-                // room for a whole block at once (docs/performance.md).
+                // room for a whole block at once, unless a spare is kept, which is reused
+                // whatever its size (docs/performance.md, items 11 and 22).
                 let mut b = if self.blocks.is_empty() { self.spare.take().unwrap_or_default() } else { self.new_block(BLOCK) };
                 b.push_back(x);
                 self.blocks.push_back(b);
