@@ -81,21 +81,20 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
             put("block_read_4k_ns", rd, format!("O_DIRECT 4 KiB reads at random offsets of a 64 MiB file: {rd:.0} ns"));
             let wr = f("block_write_4k")?;
             put("block_write_4k_ns", wr, format!("O_DIRECT 4 KiB writes, each followed by fdatasync: {wr:.0} ns"));
-            // The model charges a read of n pages block_read_4k_ns + (n - 1) * 4096 / bandwidth.
+            // The model charges an I/O of n pages its 4 KiB cost + (n - 1) * 4096 / bandwidth:
+            // a 1 MiB I/O is 255 pages after the first (None when it was not slower).
+            let bandwidth = |one_mib: f64, one_page: f64| (one_mib > one_page).then(|| (255.0 * 4096.0) / (one_mib - one_page));
             let rd1m = f("block_read_1m")?;
-            if rd1m > rd {
-                let bw = (255.0 * 4096.0) / (rd1m - rd);
+            if let Some(bw) = bandwidth(rd1m, rd) {
                 put("block_read_bytes_per_ns", bw, format!("O_DIRECT 1 MiB reads in file order: {rd1m:.0} ns each; (1 MiB - 4 KiB) / ({rd1m:.0} - {rd:.0}) ns"));
             } else {
                 notes.push(format!("block bandwidth not derived (a 1 MiB read, {rd1m:.0} ns, was not slower than a 4 KiB one); the cited default stays"));
             }
-            // And a write of n pages block_write_4k_ns + (n - 1) * 4096 / write bandwidth.
             match f("block_write_1m") {
-                Ok(wr1m) if wr1m > wr => {
-                    let bw = (255.0 * 4096.0) / (wr1m - wr);
-                    put("block_write_bytes_per_ns", bw, format!("O_DIRECT 1 MiB writes in file order, each followed by fdatasync: {wr1m:.0} ns each; (1 MiB - 4 KiB) / ({wr1m:.0} - {wr:.0}) ns"));
-                }
-                Ok(wr1m) => notes.push(format!("block write bandwidth not derived (a 1 MiB write, {wr1m:.0} ns, was not slower than a 4 KiB one); the cited default stays")),
+                Ok(wr1m) => match bandwidth(wr1m, wr) {
+                    Some(bw) => put("block_write_bytes_per_ns", bw, format!("O_DIRECT 1 MiB writes in file order, each followed by fdatasync: {wr1m:.0} ns each; (1 MiB - 4 KiB) / ({wr1m:.0} - {wr:.0}) ns")),
+                    None => notes.push(format!("block write bandwidth not derived (a 1 MiB write, {wr1m:.0} ns, was not slower than a 4 KiB one); the cited default stays")),
+                },
                 Err(_) => notes.push("block write bandwidth not measured; the cited default stays".into()),
             }
         }
