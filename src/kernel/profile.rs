@@ -135,18 +135,36 @@ impl KFn {
 }
 
 /// Per-function times (ns) and the per-CPU stacks of functions being run.
+///
+/// A charge adds to the innermost function's self time and to the CPU's running total; a
+/// function's children time is credited when it leaves the stack, as the total charged since it
+/// entered, and only by its outermost frame (a function on the stack twice counts a nanosecond
+/// once). Charges are O(1) that way; they walked the stack (item 26, docs/performance.md).
+/// [`Profile::children_ns`] adds what the frames still on the stacks are owed.
 #[derive(Clone, Debug)]
 pub struct Profile {
-    stacks: Vec<Vec<KFn>>,
+    stacks: Vec<Vec<Frame>>,
+    /// Per CPU: every ns charged there while not muted with a function on its stack.
+    charged: Vec<Ns>,
     pub self_ns: [Ns; NKFN],
-    pub children_ns: [Ns; NKFN],
+    /// Children time of the frames that have left their stacks.
+    children_done: [Ns; NKFN],
     /// While set, charges are not recorded (a handler run only to learn its cost).
     pub muted: bool,
 }
 
+/// A function on a CPU's stack: whether no frame below it is the same function, and the
+/// CPU's `charged` when it entered.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    f: KFn,
+    outermost: bool,
+    entered: Ns,
+}
+
 impl Profile {
     pub fn new(ncpus: usize) -> Profile {
-        Profile { stacks: vec![Vec::with_capacity(8); ncpus], self_ns: [0; NKFN], children_ns: [0; NKFN], muted: false }
+        Profile { stacks: vec![Vec::with_capacity(8); ncpus], charged: vec![0; ncpus], self_ns: [0; NKFN], children_done: [0; NKFN], muted: false }
     }
 
     /// Attribute `ns` of system time on `cpu`.
@@ -155,19 +173,15 @@ impl Profile {
         if self.muted {
             return;
         }
-        let st = &self.stacks[cpu.0 as usize];
-        match st.last() {
+        let c = cpu.0 as usize;
+        match self.stacks[c].last() {
             None => {
                 self.self_ns[0] += ns;
-                self.children_ns[0] += ns;
+                self.children_done[0] += ns;
             }
-            Some(&top) => {
-                self.self_ns[top as usize] += ns;
-                for (i, &f) in st.iter().enumerate() {
-                    if !st[..i].contains(&f) {
-                        self.children_ns[f as usize] += ns;
-                    }
-                }
+            Some(top) => {
+                self.self_ns[top.f as usize] += ns;
+                self.charged[c] += ns;
             }
         }
     }
@@ -175,24 +189,50 @@ impl Profile {
     /// Interrupt time: an IPI handler.
     pub fn charge_irq(&mut self, ns: Ns) {
         self.self_ns[KFn::FlushTlbFunc as usize] += ns;
-        self.children_ns[KFn::FlushTlbFunc as usize] += ns;
-        self.children_ns[KFn::SysvecCallFunction as usize] += ns;
+        self.children_done[KFn::FlushTlbFunc as usize] += ns;
+        self.children_done[KFn::SysvecCallFunction as usize] += ns;
     }
 
-    /// Forget any stack left by an aborted path (called at the start of a step).
+    /// Time charged while `f` was on a CPU's stack, its callees' included (`perf report
+    /// --children`), the frames still on the stacks included.
+    pub fn children_ns(&self, f: KFn) -> Ns {
+        let open: Ns = self.stacks.iter().zip(&self.charged).flat_map(|(st, &now)| st.iter().filter(move |fr| fr.f == f && fr.outermost).map(move |fr| now - fr.entered)).sum();
+        self.children_done[f as usize] + open
+    }
+
+    fn push(&mut self, cpu: CpuId, f: KFn) {
+        let c = cpu.0 as usize;
+        let st = &mut self.stacks[c];
+        let outermost = !st.iter().any(|fr| fr.f == f);
+        st.push(Frame { f, outermost, entered: self.charged[c] });
+    }
+
+    fn pop(&mut self, cpu: CpuId) {
+        let c = cpu.0 as usize;
+        if let Some(fr) = self.stacks[c].pop() {
+            if fr.outermost {
+                self.children_done[fr.f as usize] += self.charged[c] - fr.entered;
+            }
+        }
+    }
+
+    /// Forget any stack left by an aborted path (called at the start of a step); what its
+    /// frames were charged stays theirs.
     pub fn reset_stack(&mut self, cpu: CpuId) {
-        self.stacks[cpu.0 as usize].clear();
+        while !self.stacks[cpu.0 as usize].is_empty() {
+            self.pop(cpu);
+        }
     }
 }
 
 impl Sim {
     #[inline]
     pub fn kfn_enter(&mut self, cpu: CpuId, f: KFn) {
-        self.prof.stacks[cpu.0 as usize].push(f);
+        self.prof.push(cpu, f);
     }
     #[inline]
     pub fn kfn_exit(&mut self, cpu: CpuId) {
-        self.prof.stacks[cpu.0 as usize].pop();
+        self.prof.pop(cpu);
     }
 }
 
@@ -204,15 +244,71 @@ mod tests {
     fn children_include_callees_once() {
         let mut p = Profile::new(1);
         let c = CpuId(0);
-        p.stacks[0].push(KFn::ShrinkFolioList);
+        p.push(c, KFn::ShrinkFolioList);
         p.charge(c, 10);
-        p.stacks[0].push(KFn::TryToUnmap);
-        p.stacks[0].push(KFn::NativeQueuedSpinLockSlowpath);
+        p.push(c, KFn::TryToUnmap);
+        p.push(c, KFn::NativeQueuedSpinLockSlowpath);
         p.charge(c, 5);
         assert_eq!(p.self_ns[KFn::ShrinkFolioList as usize], 10);
-        assert_eq!(p.children_ns[KFn::ShrinkFolioList as usize], 15);
-        assert_eq!(p.children_ns[KFn::TryToUnmap as usize], 5);
+        assert_eq!(p.children_ns(KFn::ShrinkFolioList), 15);
+        assert_eq!(p.children_ns(KFn::TryToUnmap), 5);
         assert_eq!(p.self_ns[KFn::NativeQueuedSpinLockSlowpath as usize], 5);
         assert_eq!(p.self_ns[KFn::TryToUnmap as usize], 0);
+    }
+
+    /// The stack walk the profile did before item 26: every charge adds to each function on
+    /// the stack once.
+    #[derive(Default)]
+    struct Naive {
+        stack: Vec<KFn>,
+        self_ns: Vec<Ns>,
+        children_ns: Vec<Ns>,
+    }
+
+    impl Naive {
+        fn charge(&mut self, ns: Ns) {
+            self.self_ns.resize(NKFN, 0);
+            self.children_ns.resize(NKFN, 0);
+            let top = self.stack.last().copied().unwrap_or(KFn::Other);
+            self.self_ns[top as usize] += ns;
+            if self.stack.is_empty() {
+                self.children_ns[0] += ns;
+            }
+            for (i, &f) in self.stack.iter().enumerate() {
+                if !self.stack[..i].contains(&f) {
+                    self.children_ns[f as usize] += ns;
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Random enters, exits, charges (muted or not), IPI charges and aborted paths on two
+        /// CPUs: the deferred crediting gives the stack walk's times at every point.
+        #[test]
+        fn deferred_children_equal_the_stack_walk(ops in proptest::collection::vec((0u8..6, 0usize..2, 0usize..6, 1u64..1000), 0..200)) {
+            let mut p = Profile::new(2);
+            let mut n = [Naive::default(), Naive::default()];
+            let mut irq = 0;
+            let fs = [KFn::ShrinkFolioList, KFn::TryToUnmap, KFn::FolioReferenced, KFn::NativeQueuedSpinLockSlowpath, KFn::HandleMmFault, KFn::Other];
+            for (op, cpu, fi, ns) in ops {
+                let c = CpuId(cpu as u32);
+                match op {
+                    0 | 1 => { p.push(c, fs[fi]); n[cpu].stack.push(fs[fi]); }
+                    2 => { p.pop(c); n[cpu].stack.pop(); }
+                    3 => { p.charge(c, ns); n[cpu].charge(ns); }
+                    4 => { p.muted = true; p.charge(c, ns); p.muted = false; p.charge_irq(ns); irq += ns; }
+                    _ => { p.reset_stack(c); n[cpu].stack.clear(); }
+                }
+                for f in KFn::ALL {
+                    let i = f as usize;
+                    let extra = if f == KFn::FlushTlbFunc || f == KFn::SysvecCallFunction { irq } else { 0 };
+                    let want = n.iter().map(|x| x.children_ns.get(i).copied().unwrap_or(0)).sum::<Ns>() + extra;
+                    proptest::prop_assert_eq!(p.children_ns(f), want, "{:?}", f);
+                    let want_self = n.iter().map(|x| x.self_ns.get(i).copied().unwrap_or(0)).sum::<Ns>() + if f == KFn::FlushTlbFunc { irq } else { 0 };
+                    proptest::prop_assert_eq!(p.self_ns[i], want_self, "{:?}", f);
+                }
+            }
+        }
     }
 }

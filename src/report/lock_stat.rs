@@ -39,7 +39,7 @@ pub fn profile_rows(sim: &Sim) -> Vec<ProfileRow> {
     let user: u64 = sim.cpus.iter().map(|c| c.stats.user_ns).sum();
     let mut rows: Vec<ProfileRow> = KFn::ALL
         .iter()
-        .map(|&f| ProfileRow { symbol: f.symbol().to_string(), children_ns: sim.prof.children_ns[f as usize], self_ns: sim.prof.self_ns[f as usize] })
+        .map(|&f| ProfileRow { symbol: f.symbol().to_string(), children_ns: sim.prof.children_ns(f), self_ns: sim.prof.self_ns[f as usize] })
         .filter(|r| r.children_ns > 0)
         .collect();
     rows.push(ProfileRow { symbol: "user".into(), children_ns: user, self_ns: user });

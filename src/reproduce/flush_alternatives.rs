@@ -75,7 +75,7 @@ fn run_one(workload: &str, path: &str, sets: Vec<String>, mechanism: &str) -> Re
     let outcome = sim.run(|_| {});
     let report = crate::report::Report::from_sim(&sim, outcome);
     let p = &sim.prof;
-    let mut flush_ns = (p.children_ns[KFn::FlushTlbMmRange as usize] + p.children_ns[KFn::TryToUnmapFlush as usize] + p.children_ns[KFn::SysvecCallFunction as usize]) as f64;
+    let mut flush_ns = (p.children_ns(KFn::FlushTlbMmRange) + p.children_ns(KFn::TryToUnmapFlush) + p.children_ns(KFn::SysvecCallFunction)) as f64;
     flush_ns += sim.bcast.stats.batch_add_ns;
     if let Some(l) = &sim.latr {
         flush_ns += l.stats.apply_switch_ns;

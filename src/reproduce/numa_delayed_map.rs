@@ -221,7 +221,7 @@ pub fn run_one(scale: u64, after: bool, sets: &[String]) -> Result<RunResult, Co
     let irq: u64 = sim.cpus.iter().map(|c| c.stats.irq_ns).sum();
     let busy = (user + sys + irq).max(1) as f64;
     let irqs: u64 = sim.cpus.iter().map(|c| c.stats.irq_tlb_count).sum();
-    let unmap = sim.prof.children_ns[KFn::TryToUnmap as usize] + sim.prof.children_ns[KFn::TryToMigrate as usize];
+    let unmap = sim.prof.children_ns(KFn::TryToUnmap) + sim.prof.children_ns(KFn::TryToMigrate);
     let secs = sim.end_ns as f64 / 1e9;
     Ok(RunResult {
         accesses_per_s: accesses as f64 * thin / secs.max(1e-9),

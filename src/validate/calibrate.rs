@@ -127,7 +127,7 @@ pub fn model_page_cache_loop(profile: &str) -> Result<(f64, f64), String> {
             return Err(format!("the model's page-cache loop failed: {e}"));
         }
         let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
-        Ok((busy as f64, sim.prof.children_ns[KFn::DoSyscall64 as usize] as f64))
+        Ok((busy as f64, sim.prof.children_ns(KFn::DoSyscall64) as f64))
     };
     let (b0, s0) = run(5)?;
     let (b1, s1) = run(5 + PC_ITERS)?;
