@@ -19,6 +19,9 @@ use std::collections::VecDeque;
 /// Maximum elements per block; a block that grows past it is split in two halves.
 pub const BLOCK: usize = 64;
 
+/// Emptied blocks kept for reuse.
+const SPARES: usize = 4;
+
 /// An element's ordering key (a lock hold's request time).
 pub trait Keyed {
     fn key(&self) -> u64;
@@ -33,15 +36,16 @@ pub struct Chunked<T> {
     /// The key of the first element (meaningless when empty).
     first: u64,
     len: usize,
-    /// A block emptied by `pop_front`, kept for the next new block (the larger one, when two
-    /// are emptied): a calendar pruned empty and booked again reallocates nothing
-    /// (docs/performance.md, items 11 and 22).
-    spare: Option<VecDeque<T>>,
+    /// Blocks emptied by `pop_front`, kept for the next new blocks (at most [`SPARES`], the
+    /// larger ones): a calendar pruned at its front while it splits blocks at its back, or
+    /// pruned empty and booked again, allocates nothing (docs/performance.md, items 11, 22
+    /// and 27).
+    spares: Vec<VecDeque<T>>,
 }
 
 impl<T> Default for Chunked<T> {
     fn default() -> Self {
-        Chunked { blocks: VecDeque::new(), lasts: VecDeque::new(), first: 0, len: 0, spare: None }
+        Chunked { blocks: VecDeque::new(), lasts: VecDeque::new(), first: 0, len: 0, spares: Vec::new() }
     }
 }
 
@@ -68,19 +72,22 @@ impl<T: Keyed> Chunked<T> {
         self.blocks.back().and_then(|b| b.back())
     }
 
-    /// A new block: the spare if there is one, else room for `cap` elements.
+    /// A new block: a spare if there is one, else room for `cap` elements.
     fn new_block(&mut self, cap: usize) -> VecDeque<T> {
-        self.spare.take().unwrap_or_else(|| VecDeque::with_capacity(cap))
+        self.spares.pop().unwrap_or_else(|| VecDeque::with_capacity(cap))
     }
 
-    /// Keep an emptied block as the spare if it is larger than the one kept.
+    /// Keep an emptied block as a spare, in place of the smallest one when [`SPARES`] are
+    /// kept and it is larger.
     fn keep_spare(&mut self, b: VecDeque<T>) {
-        if self.spare.as_ref().is_none_or(|s| s.capacity() < b.capacity()) {
-            self.spare = Some(b);
+        if self.spares.len() < SPARES {
+            self.spares.push(b);
+        } else if let Some(s) = self.spares.iter_mut().min_by_key(|s| s.capacity()).filter(|s| s.capacity() < b.capacity()) {
+            *s = b;
         }
     }
 
-    /// Empty the sequence, keeping its storage (the largest block as the spare, the key array's
+    /// Empty the sequence, keeping its storage (the largest blocks as spares, the key array's
     /// capacity) for reuse: what `*self = Chunked::default()` does to the contents.
     pub fn clear(&mut self) {
         while let Some(mut b) = self.blocks.pop_front() {
@@ -144,7 +151,7 @@ impl<T: Keyed> Chunked<T> {
                 // hold a few holds at a time); a second one means a busy calendar, and gets
                 // room for a whole block at once, unless a spare is kept, which is reused
                 // whatever its size (docs/performance.md, items 11 and 22).
-                let mut b = if self.blocks.is_empty() { self.spare.take().unwrap_or_default() } else { self.new_block(BLOCK) };
+                let mut b = if self.blocks.is_empty() { self.spares.pop().unwrap_or_default() } else { self.new_block(BLOCK) };
                 b.push_back(x);
                 self.blocks.push_back(b);
                 self.lasts.push_back(k);
@@ -222,14 +229,11 @@ impl<T: Keyed> Chunked<T> {
         if c.b == 0 && c.o == 0 {
             self.first = x.key();
         }
-        let b = &mut self.blocks[c.b];
-        b.insert(c.o, x);
-        let blen = b.len();
-        self.len += 1;
-        // A cursor inside a block is before its last element (the end is block count, 0), so
-        // the block's last key is unchanged.
-        if blen > BLOCK {
-            let half = blen / 2;
+        let mut c = c;
+        if self.blocks[c.b].len() >= BLOCK {
+            // Split a full block in two halves first: growing it past BLOCK would double its
+            // storage (a reallocation and a copy) just before the split (item 27).
+            let half = self.blocks[c.b].len() / 2;
             let mut tail = self.new_block(BLOCK);
             let b = &mut self.blocks[c.b];
             tail.extend(b.drain(half..));
@@ -239,9 +243,13 @@ impl<T: Keyed> Chunked<T> {
             self.blocks.insert(c.b + 1, tail);
             self.lasts.insert(c.b + 1, tail_last);
             if c.o >= half {
-                return Cursor { b: c.b + 1, o: c.o - half };
+                c = Cursor { b: c.b + 1, o: c.o - half };
             }
         }
+        // A cursor inside a block is before one of its elements (the end is block count, 0),
+        // so the block's last key is unchanged.
+        self.blocks[c.b].insert(c.o, x);
+        self.len += 1;
         c
     }
 
