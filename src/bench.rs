@@ -79,7 +79,7 @@ fn speed_of_light(ws_pages: u64, accesses: u64, seed: u64) -> f64 {
     accesses as f64 / t.elapsed().as_secs_f64()
 }
 
-fn stream(ws_mib: f64, accesses: u64) -> (Stream, f64) {
+fn stream(ws_mib: f64, accesses: u64) -> (Stream, f64, f64) {
     let cfg = config(ws_mib, accesses, ((ws_mib * 2.0) as u64).max(64));
     let mut sim = Sim::build(&cfg).expect("bench builds");
     let t = Instant::now();
@@ -91,17 +91,20 @@ fn stream(ws_mib: f64, accesses: u64) -> (Stream, f64) {
     let frames = sim.frames.len() as f64;
     // The page tables at their largest (every mm has exited by now, and freed its tables).
     let pt_bytes = (sim.pgtable_pages_peak * 4096) as f64;
+    // With the frame table: `folio_last_cpupid()`'s table, if the run allocated it (NUMA
+    // balancing only).
+    let cpupid_bytes = sim.last_cpupid.bytes() as f64;
     let per_s = accesses as f64 / dt;
     let sol = speed_of_light(((ws_mib * 256.0).round() as u64).max(1), accesses, 1);
-    (Stream { accesses, accesses_per_s: per_s, speed_of_light_per_s: sol, ratio: per_s / sol, tlb_miss_rate: misses as f64 / total.max(1) as f64 }, pt_bytes / frames)
+    (Stream { accesses, accesses_per_s: per_s, speed_of_light_per_s: sol, ratio: per_s / sol, tlb_miss_rate: misses as f64 / total.max(1) as f64 }, pt_bytes / frames, cpupid_bytes / frames)
 }
 
 pub fn run(accesses: u64) -> BenchResult {
     // Hit-heavy: 32 pages (128 KiB) fit the 64-entry, 4-way L1 dTLB.
-    let (hit, _) = stream(0.125, accesses.max(1));
+    let (hit, _, _) = stream(0.125, accesses.max(1));
     // Miss-heavy: 1 GiB uniform, far beyond the 1536-entry STLB.
-    let (miss, pt) = stream(1024.0, accesses.max(1) / 4);
-    let ft = std::mem::size_of::<crate::sim::Frame>() as f64;
+    let (miss, pt, cpupid) = stream(1024.0, accesses.max(1) / 4);
+    let ft = std::mem::size_of::<crate::sim::Frame>() as f64 + cpupid;
     BenchResult { hit_heavy: hit, miss_heavy: miss, host_bytes_per_frame: ft + pt, frame_table_bytes_per_frame: ft, page_table_bytes_per_frame: pt }
 }
 
@@ -196,7 +199,7 @@ fn scaling_point(sweep: &'static str, cpus: u64, mem_gib: u64) -> ScalingPoint {
     sim.run(|_| {});
     p.run_s = t.elapsed().as_secs_f64();
     p.accesses = sim.cpus.iter().map(|c| c.stats.dtlb_loads + c.stats.dtlb_stores).sum();
-    p.frame_table_bytes = (sim.frames.capacity() * std::mem::size_of::<crate::sim::Frame>()) as u64;
+    p.frame_table_bytes = (sim.frames.capacity() * std::mem::size_of::<crate::sim::Frame>() + sim.last_cpupid.bytes()) as u64;
     p.page_table_bytes = sim.pgtable_pages_peak * 4096;
     p
 }

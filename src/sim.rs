@@ -50,10 +50,12 @@ pub mod pg {
 /// | mapping    | anon_vma id (ANON) or file id (FILE); a free buddy head's order | fault paths; page_alloc |
 /// | index      | pgoff (file) or vpn (anon, linear_page_index); a free frame's LUF tag | fault paths; page_alloc, LUF |
 /// | lru_next/prev | buddy free list or LRU list links      | page_alloc, vmscan                     |
-/// | last_cpupid | last NUMA hint fault's (cpu, pid), 0 = unset (`page_cpupid_last`) | do_numa_page, alloc, migration |
 ///
-/// Layout: 32 bytes, 4-aligned (`flags u16`, `index_hi u16`, `refcount u32`, `mapcount i32`,
-/// `mapping u32`, `index_lo u32`, `lru_next u32`, `lru_prev u32`, `last_cpupid u32`). As in the
+/// `folio_last_cpupid()` is kept apart, in [`CpupidTable`] (`Sim::last_cpupid`): only NUMA
+/// balancing and tiering use it, and the kernel keeps it in spare page->flags bits.
+///
+/// Layout: 28 bytes, 4-aligned (`flags u16`, `index_hi u16`, `refcount u32`, `mapcount i32`,
+/// `mapping u32`, `index_lo u32`, `lru_next u32`, `lru_prev u32`). As in the
 /// kernel's struct page, some slots mean different things by the frame's state, read and
 /// written only through the accessors below:
 /// - `index` is 48 bits (`index_hi:index_lo`, [`Frame::index`]): a vpn is below 2^35 (47-bit
@@ -80,11 +82,66 @@ pub struct Frame {
     /// page->lru: links of the buddy free list or of an LRU list (never both).
     pub lru_next: u32,
     pub lru_prev: u32,
-    /// `folio_last_cpupid()` (kernel/sched/numa_balancing.rs encoding; 0 = unset).
-    pub last_cpupid: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Frame>() == 32);
+const _: () = assert!(std::mem::size_of::<Frame>() == 28);
+
+/// `folio_last_cpupid()` of every frame (kernel/sched/numa_balancing.rs encoding, or the
+/// tiering access time; 0 = unset), apart from the frame table (docs/performance.md, item 28):
+/// the kernel keeps it in page->flags bits that the model's 16-bit flags do not have. The
+/// table is allocated zeroed at the first non-zero store, so a run without NUMA balancing pays
+/// nothing for it, and the host backs only the pages of it that are written.
+#[derive(Clone, Debug, Default)]
+pub struct CpupidTable {
+    v: Vec<u32>,
+    frames: usize,
+}
+
+impl CpupidTable {
+    pub fn new(frames: usize) -> CpupidTable {
+        CpupidTable { v: Vec::new(), frames }
+    }
+
+    #[inline]
+    pub fn get(&self, pfn: Pfn) -> u32 {
+        self.v.get(pfn.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// Store `x`, returning the value it replaces (`folio_xchg_last_cpupid()`).
+    #[inline]
+    pub fn replace(&mut self, pfn: Pfn, x: u32) -> u32 {
+        if self.v.is_empty() {
+            if x == 0 {
+                return 0;
+            }
+            self.v = vec![0; self.frames];
+        }
+        std::mem::replace(&mut self.v[pfn.0 as usize], x)
+    }
+
+    /// `page_cpupid_reset_last()`. The kernel resets it when the page is freed
+    /// (`free_pages_prepare()`), the model when it is allocated (where `Frame::allocated` reset
+    /// it before item 28); nothing reads a free frame's value, so the two are the same.
+    #[inline]
+    pub fn reset(&mut self, pfn: Pfn) {
+        if let Some(x) = self.v.get_mut(pfn.0 as usize) {
+            *x = 0;
+        }
+    }
+
+    /// Start the host's cache miss on `pfn`'s entry, if the table exists.
+    #[inline]
+    pub fn prefetch(&self, pfn: Pfn) {
+        if let Some(x) = self.v.get(pfn.0 as usize) {
+            crate::hw::prefetch(x);
+        }
+    }
+
+    /// Host bytes allocated (0 until the first non-zero store).
+    pub fn bytes(&self) -> usize {
+        self.v.capacity() * std::mem::size_of::<u32>()
+    }
+}
 
 impl Frame {
     /// Bits of `index`.
@@ -95,14 +152,14 @@ impl Frame {
     #[inline]
     pub const fn free(luf: u16) -> Frame {
         let nil = crate::mm::page_alloc::NIL;
-        Frame { flags: pg::FREE, index_hi: 0, refcount: 0, mapcount: 0, mapping: 0, index_lo: luf as u32, lru_next: nil, lru_prev: nil, last_cpupid: 0 }
+        Frame { flags: pg::FREE, index_hi: 0, refcount: 0, mapcount: 0, mapping: 0, index_lo: luf as u32, lru_next: nil, lru_prev: nil }
     }
 
     /// A frame just taken from the allocator (`prep_new_page()`): no flags, owner or index.
     #[inline]
     pub const fn allocated(refcount: u32) -> Frame {
         let nil = crate::mm::page_alloc::NIL;
-        Frame { flags: 0, index_hi: 0, refcount, mapcount: 0, mapping: 0, index_lo: 0, lru_next: nil, lru_prev: nil, last_cpupid: 0 }
+        Frame { flags: 0, index_hi: 0, refcount, mapcount: 0, mapping: 0, index_lo: 0, lru_next: nil, lru_prev: nil }
     }
 
     /// `page->index` / `folio->index`: the pgoff of a page-cache page, the vpn of an anon page
@@ -644,6 +701,8 @@ pub struct Sim {
     pub cpus: Vec<Cpu>,
     pub nodes: Vec<Node>,
     pub frames: Vec<Frame>,
+    /// `folio_last_cpupid()` per frame ([`CpupidTable`]).
+    pub last_cpupid: CpupidTable,
     /// The node of each frame, from its pfn ([`Sim::pfn_to_nid`]).
     pub node_map: NodeMap,
     pub mms: Vec<Option<Mm>>,
@@ -811,6 +870,7 @@ impl Sim {
             cfg: cfg.clone(),
             cpus,
             nodes,
+            last_cpupid: CpupidTable::new(frames.len()),
             frames,
             node_map,
             mms: Vec::new(),

@@ -3,9 +3,10 @@
 //!
 //! Knob ranges stay generous (`machine.swap_mib` up to 1 TiB of simulated swap); this estimate
 //! is what protects the host. It counts what `Sim::new` allocates eagerly and in proportion to
-//! the machine: one `Frame` per simulated page, the swap map (`u16`) and free-slot list (`u32`)
-//! per swap slot, and each CPU's TLB arrays. Page tables, VMAs and tasks grow with the workload,
-//! not with the machine; the estimate adds a fixed allowance for them.
+//! the machine: one `Frame` per simulated page (and its `u32` last_cpupid with NUMA balancing
+//! on), the swap map (`u16`) and free-slot list (`u32`) per swap slot, and each CPU's TLB
+//! arrays. Page tables, VMAs and tasks grow with the workload, not with the machine; the
+//! estimate adds a fixed allowance for them.
 
 use crate::config::{Config, ConfigError};
 
@@ -27,7 +28,9 @@ pub const MAX_PAGES: u64 = u32::MAX as u64 - 1;
 /// The estimate, in bytes, and the knob that contributes most to it.
 pub fn host_bytes(cfg: &Config) -> (u64, &'static str) {
     let cpus = cfg.int("machine.cpus") as u64;
-    let frames = total_pages(cfg) * frame_bytes();
+    // `folio_last_cpupid()`'s table (src/sim.rs `CpupidTable`) exists only with NUMA balancing.
+    let cpupid = if cfg.int("kernel.numa_balancing") != 0 { std::mem::size_of::<u32>() as u64 } else { 0 };
+    let frames = total_pages(cfg) * (frame_bytes() + cpupid);
     let swap = cfg.int("machine.swap_mib") as u64 * 256 * SWAP_SLOT_BYTES;
     let ways: u64 = ["machine.tlb.l1d_4k_entries", "machine.tlb.l1d_2m_entries", "machine.tlb.l1i_4k_entries", "machine.tlb.l1i_2m_entries", "machine.tlb.stlb_entries"]
         .iter()

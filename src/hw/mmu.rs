@@ -164,10 +164,13 @@ impl Sim {
                 return Ok(());
             }
             if pte.mapped() {
-                // The fault will read the folio's frame (do_numa_page, do_wp_page): start the
-                // host's cache miss on it now, under the VMA lookup and the PTE lock.
+                // The fault will read the folio's frame (do_numa_page, do_wp_page) and a hint
+                // fault its last_cpupid: start the host's cache misses on them now, under the
+                // VMA lookup and the PTE lock. A 28-byte frame may straddle two lines.
                 if let Some(f) = self.frames.get(pte.pfn().0 as usize) {
                     crate::hw::prefetch(f);
+                    crate::hw::prefetch(&f.lru_prev);
+                    self.last_cpupid.prefetch(pte.pfn());
                 }
             }
             let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;

@@ -267,7 +267,7 @@ impl Sim {
             return self.should_numa_promote(cpu, pfn, dst_nid);
         }
         let this = cpupid(cpu, t);
-        let last = std::mem::replace(&mut self.frames[pfn.0 as usize].last_cpupid, this);
+        let last = self.last_cpupid.replace(pfn, this);
         let n = &self.task(t).numa;
         // Allow first faults or private faults to migrate immediately early in the task's life.
         if (n.preferred_nid.is_none() || n.scan_seq <= 4) && (last == 0 || cpupid_match_pid(last, t)) {

@@ -139,7 +139,7 @@ impl Sim {
     /// `folio_xchg_access_time()`: store `time_ms` (masked to the bits last_cpupid has) and
     /// return the previous time.
     pub fn folio_xchg_access_time(&mut self, pfn: Pfn, time_ms: u64) -> u64 {
-        let old = std::mem::replace(&mut self.frames[pfn.0 as usize].last_cpupid, (time_ms & PAGE_ACCESS_TIME_MASK) as u32);
+        let old = self.last_cpupid.replace(pfn, (time_ms & PAGE_ACCESS_TIME_MASK) as u32);
         old as u64
     }
 

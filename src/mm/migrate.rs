@@ -216,7 +216,8 @@ impl Sim {
             // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the
             // bits hold an access time on the lower tier, a cpupid on the top one).
             let cross_tier = self.p.numa_tiering && self.node_is_toptier(self.pfn_to_nid(src) as u32) != self.node_is_toptier(self.pfn_to_nid(dst) as u32);
-            self.frame_mut(dst).last_cpupid = if cross_tier { 0 } else { s.last_cpupid };
+            let last = if cross_tier { 0 } else { self.last_cpupid.get(src) };
+            self.last_cpupid.replace(dst, last);
             for (mm, vpn, old) in ptes {
                 // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A
                 // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.

@@ -57,7 +57,7 @@ impl Sim {
         }
         // For memory tiering the last_cpupid bits of a lower-tier folio hold its access time:
         // the fault reports the default (-1, here 0) instead.
-        let last_cpupid = if self.folio_use_access_time(pfn) { 0 } else { f.last_cpupid };
+        let last_cpupid = if self.folio_use_access_time(pfn) { 0 } else { self.last_cpupid.get(pfn) };
         let target = self.mpol_misplaced(cpu, t, pfn);
         let Some(target) = target else {
             self.numa_rebuild_mapping(mm, vpn, pte, writable);

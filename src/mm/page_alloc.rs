@@ -225,6 +225,7 @@ impl Sim {
             debug_assert!(f.flags & pg::FREE != 0, "simulator bug: allocating a busy frame {}", pfn + i);
             // Its LUF tag, if any, was consumed above (with kernel.luf off no frame has one).
             *f = Frame::allocated((i == 0) as u32);
+            self.last_cpupid.reset(Pfn(pfn + i));
         }
         if self.oracle.is_some() {
             self.oracle_alloc(Pfn(pfn), order);
@@ -452,6 +453,7 @@ impl Sim {
                     }
                     for q in base..base + nr {
                         self.frames[q as usize] = Frame::allocated((q == base) as u32);
+                        self.last_cpupid.reset(Pfn(q));
                     }
                     self.nodes[node].nr_free -= nr as u64;
                     self.vmstat.add(VmEvent::PGALLOC, nr as u64);
