@@ -220,7 +220,7 @@ impl<T: Keyed> Chunked<T> {
 
     /// Insert `x` at `c`, before the element there (at the end: push it). Returns the
     /// position of the new element; every other position taken before is invalid after.
-    pub fn insert(&mut self, c: Cursor, x: T) -> Cursor {
+    pub fn insert(&mut self, mut c: Cursor, x: T) -> Cursor {
         if c.b >= self.blocks.len() {
             self.push_back(x);
             let b = self.blocks.len() - 1;
@@ -229,7 +229,6 @@ impl<T: Keyed> Chunked<T> {
         if c.b == 0 && c.o == 0 {
             self.first = x.key();
         }
-        let mut c = c;
         if self.blocks[c.b].len() >= BLOCK {
             // Split a full block in two halves first: growing it past BLOCK would double its
             // storage (a reallocation and a copy) just before the split (item 27).

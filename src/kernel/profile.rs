@@ -143,7 +143,7 @@ impl KFn {
 /// [`Profile::children_ns`] adds what the frames still on the stacks are owed.
 #[derive(Clone, Debug)]
 pub struct Profile {
-    stacks: Vec<Vec<Frame>>,
+    stacks: Vec<Vec<StackFrame>>,
     /// Per CPU: every ns charged there while not muted with a function on its stack.
     charged: Vec<Ns>,
     pub self_ns: [Ns; NKFN],
@@ -156,7 +156,7 @@ pub struct Profile {
 /// A function on a CPU's stack: whether no frame below it is the same function, and the
 /// CPU's `charged` when it entered.
 #[derive(Clone, Copy, Debug)]
-struct Frame {
+struct StackFrame {
     f: KFn,
     outermost: bool,
     entered: Ns,
@@ -204,7 +204,7 @@ impl Profile {
         let c = cpu.0 as usize;
         let st = &mut self.stacks[c];
         let outermost = !st.iter().any(|fr| fr.f == f);
-        st.push(Frame { f, outermost, entered: self.charged[c] });
+        st.push(StackFrame { f, outermost, entered: self.charged[c] });
     }
 
     fn pop(&mut self, cpu: CpuId) {
