@@ -224,9 +224,15 @@ struct Open {
 /// Holds requested this long before the event loop's floor (the time of the step being run,
 /// below which no CPU normally makes a request) are dropped, their ends kept in the prefix
 /// maxima (`Calendar::pruned`), so a request from a CPU whose clock lags still queues behind
-/// them. `MAX_INTERVALS` is only a safety valve.
+/// them.
+///
+/// Nothing else is pruned: a hold requested after the floor may still be ahead of a request
+/// to come (a CPU that ran one long step, e.g. a direct reclaim that scanned a whole LRU list,
+/// booked holds far past the other CPUs' clocks). Until 2026-11-27 a calendar longer than 4096
+/// holds also dropped its oldest holds whatever their time, and a request from a lagging CPU
+/// then queued behind the dropped future holds' ends: every CPU of a node waited up to 0.5 s
+/// for an LRU lock whose holds last 3 µs (docs/reclaim.md, session 17).
 const KEEP_NS: Ns = 5_000;
-const MAX_INTERVALS: usize = 4096;
 
 impl Default for Calendar {
     fn default() -> Self {
@@ -248,14 +254,13 @@ impl Calendar {
         // The front's request time is kept beside the length, so a calendar with nothing to
         // prune reads none of its holds (docs/performance.md, item 11).
         while let Some(req) = self.q.front_key() {
-            if !(req + KEEP_NS < floor || self.q.len() > MAX_INTERVALS) {
+            if req + KEEP_NS >= floor {
                 break;
             }
-            // The whole front block goes when its last hold would (request times are sorted,
-            // and the length stays above MAX_INTERVALS while it is popped): at once, reading
-            // only its last hold (item 13).
-            let (n, last) = self.q.front_block().expect("a front block");
-            let f = if last + KEEP_NS < floor || self.q.len() - n >= MAX_INTERVALS { self.q.pop_front_block() } else { self.q.pop_front() };
+            // The whole front block goes when its last hold would (request times are sorted):
+            // at once, reading only its last hold (item 13).
+            let (_, last) = self.q.front_block().expect("a front block");
+            let f = if last + KEEP_NS < floor { self.q.pop_front_block() } else { self.q.pop_front() };
             self.pruned = f.expect("a front hold").pm();
         }
     }
@@ -783,6 +788,27 @@ mod tests {
         let (s, _) = c.find(t, shared);
         c.insert(t, s, s + len, cpu, shared);
         s
+    }
+
+    /// One CPU runs a long step and books thousands of holds far ahead of the others; a request
+    /// from a CPU whose clock is still at the floor is granted at once, however long the
+    /// calendar grows (a length cap used to drop the oldest holds, future ones included, and
+    /// the lagging request then waited for their ends).
+    #[test]
+    fn a_long_calendar_of_future_holds_does_not_delay_a_lagging_request() {
+        let mut c = Calendar::default();
+        let floor = 1_000;
+        for i in 0..20_000u64 {
+            let t = 10_000_000 + i * 3_000;
+            c.prune(floor);
+            book(&mut c, t, 2_000, 1, false);
+        }
+        c.prune(floor);
+        assert_eq!(c.q.len(), 20_000, "nothing requested after the floor is pruned");
+        assert_eq!(book(&mut c, floor, 500, 2, false), floor, "no hold was requested before it");
+        // Once the floor passes them, they go.
+        c.prune(10_000_000 + 20_000 * 3_000 + KEEP_NS + 1);
+        assert_eq!(c.q.len(), 0);
     }
 
     #[test]
