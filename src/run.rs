@@ -110,6 +110,9 @@ impl Sim {
             slice_end: 0,
             vmacache: Default::default(),
             reclaim_tail: None,
+            direct_reclaim: None,
+            direct_reclaim_failed: false,
+            ra_rest: None,
             numa: Default::default(),
             exit_ns: None,
         });
@@ -332,8 +335,9 @@ impl Sim {
             return;
         }
         // Kernel work the task owes before its program goes on: the end of a reclaim, a NUMA
-        // hint fault's migration, a NUMA scan (task_numa_work on the way back to user space).
-        if self.finish_task_reclaim_tail(cpu, t) || self.numa_migrate_step(cpu, t) {
+        // hint fault's migration, a batch of a fault's direct reclaim, a NUMA scan
+        // (task_numa_work on the way back to user space).
+        if self.finish_task_reclaim_tail(cpu, t) || self.numa_migrate_step(cpu, t) || self.direct_reclaim_step(cpu, t) {
             self.kick(cpu);
             return;
         }
@@ -537,7 +541,13 @@ impl Sim {
                 Op::Touch { region: r, write, words } => match region(self, &r) {
                     Ok((start, pages)) => {
                         let vpn = start + *cursor;
-                        match self.access(cpu, mm, vpn, *write, false) {
+                        // The access is replayed if its fault leaves work for the next step
+                        // (FaultError::Again), so its direct reclaim may run in steps.
+                        self.defer_direct_reclaim = true;
+                        let r = self.access(cpu, mm, vpn, *write, false);
+                        self.defer_direct_reclaim = false;
+                        self.direct_reclaim_deferred = false;
+                        match r {
                             Ok(()) => {
                                 if *words > 1 {
                                     // The page's other words: L1 dTLB hits, one step (a flush

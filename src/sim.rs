@@ -460,6 +460,14 @@ pub struct Task {
     /// The end of a reclaim (flush, then free) this task's last step left for its next one
     /// (mm/vmscan.rs `ReclaimTail`).
     pub reclaim_tail: Option<Box<crate::mm::vmscan::ReclaimTail>>,
+    /// A direct reclaim its fault left for its next steps, one batch each (mm/vmscan.rs
+    /// `DirectReclaim`); the access is replayed after it.
+    pub direct_reclaim: Option<Box<crate::mm::vmscan::DirectReclaim>>,
+    /// The task's last stepped direct reclaim reclaimed nothing: its next allocation reclaims
+    /// synchronously (with the slow path's retries and, in the end, the OOM killer).
+    pub direct_reclaim_failed: bool,
+    /// The rest of the readahead window that fault's allocation stopped (read after it).
+    pub ra_rest: Option<crate::mm::readahead::RaCut>,
     /// NUMA balancing per-task state (kernel/sched/numa_balancing.rs).
     pub numa: crate::kernel::numa_balancing::TaskNuma,
     /// Simulated time of `do_exit()`, once the task has exited (a reader's finish time in
@@ -738,6 +746,15 @@ pub struct Sim {
     pub pcp: Vec<Vec<crate::mm::page_alloc::Pcp>>,
     /// The CPU whose steps the event loop is running now.
     pub running_cpu: Option<CpuId>,
+    /// Set while a fault whose access the workload replays is handled: an allocation that
+    /// needs direct reclaim then leaves it to the task's next steps ([`Sim::alloc_pages`]).
+    pub defer_direct_reclaim: bool,
+    /// An allocation of the fault being handled left its direct reclaim to the task's next
+    /// steps: the fault's out-of-memory result means "retry the access after it".
+    pub direct_reclaim_deferred: bool,
+    /// The readahead window the deferring allocation stopped (`handle_mm_fault()` gives it
+    /// to the task).
+    pub ra_cut: Option<crate::mm::readahead::RaCut>,
     /// Tasks the run still waits for (counts_for_completion and not dead).
     pub live_tasks: u32,
     /// When reclaim first ran (kswapd woken or direct reclaim) and the TLB shootdowns counted by
@@ -891,6 +908,9 @@ impl Sim {
             oom_events: 0,
             end_ns: 0,
             running_cpu: None,
+            defer_direct_reclaim: false,
+            direct_reclaim_deferred: false,
+            ra_cut: None,
             pcp: Vec::new(),
             lru_add_batch: vec![Vec::new(); ncpus],
             llm_barriers: Vec::new(),

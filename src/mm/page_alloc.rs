@@ -322,6 +322,14 @@ impl Sim {
     /// low watermark; else wake kswapd, try above min, then direct reclaim (which runs on this
     /// CPU and costs this task's time), then OOM (None: the caller kills the task and the run
     /// counts it). Never panics on exhaustion.
+    ///
+    /// In a fault whose access the workload replays (`defer_direct_reclaim`), the direct
+    /// reclaim is left to the task's next steps and None returned with
+    /// `direct_reclaim_deferred` set (the fault's later allocations return None too);
+    /// `handle_mm_fault()` then asks for the access to be replayed, unless the fault got its
+    /// page, and a readahead window stopped by it is read when the reclaim is over
+    /// (mm/readahead.rs `RaCut`). Departure: in Linux the allocation waits inside the fault;
+    /// the model ends the step so that other CPUs' reclaim batches interleave with this one's.
     pub fn alloc_pages(&mut self, cpu: CpuId, nid: NodeId) -> Option<Pfn> {
         if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.low) {
             return Some(p);
@@ -330,6 +338,21 @@ impl Sim {
         self.wake_all_kswapds(cpu, nid);
         if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.min) {
             return Some(p);
+        }
+        if self.defer_direct_reclaim {
+            // The fault's access will be replayed: the reclaim runs in the task's next steps,
+            // a batch each, between other CPUs' steps (mm/vmscan.rs `DirectReclaim`).
+            if self.direct_reclaim_deferred {
+                return None;
+            }
+            if let Some(t) = self.cpus[cpu.0 as usize].current {
+                if self.task(t).direct_reclaim.is_none() && !self.task(t).direct_reclaim_failed {
+                    let dr = self.direct_reclaim_begin(cpu, nid);
+                    self.task_mut(t).direct_reclaim = Some(Box::new(dr));
+                    self.direct_reclaim_deferred = true;
+                    return None;
+                }
+            }
         }
         for _ in 0..16 {
             let reclaimed = self.try_to_free_pages(cpu, nid);

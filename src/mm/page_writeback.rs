@@ -45,7 +45,7 @@
 //! goes inode by inode, oldest dirtied inode first, each in index order); a batch's writes end
 //! together when the device completes the last of them, and are seen by the first step (the
 //! flusher's or a reclaimer's) at or after that time, not from the completion interrupt;
-//! msync(MS_SYNC) and kswapd's own `pageout()` write synchronously (no window); `congestion_wait()`
+//! msync(MS_SYNC) writes synchronously (no window); `congestion_wait()`
 //! sleeps its whole timeout (no request-queue congestion is modelled, as with blk-mq, which
 //! never sets it); 4.16+'s LRUVEC_CONGESTED stall of direct reclaim is not modelled; migration
 //! of a folio under writeback fails (MIGRATE_ASYNC's -EBUSY) also for move_pages(), which waits
@@ -84,6 +84,8 @@ pub struct Writeback {
     pub node_dirty: Vec<bool>,
     /// The folios of the flusher's batch in flight: under writeback until `busy_until`.
     pub in_flight: Vec<Pfn>,
+    /// kswapd's `pageout()` writes in flight: when each request completes, and its folios.
+    pub pageout: Vec<(Ns, Vec<Pfn>)>,
     /// PGDAT_WRITEBACK per node (ZONE_WRITEBACK before 4.8).
     pub node_writeback: Vec<bool>,
     /// NR_THROTTLED_WRITTEN per node: folios whose writeback ended there.
@@ -305,10 +307,22 @@ impl Sim {
     /// `folio_end_writeback()` for each folio, then `acct_reclaim_writeback()` wakes a kswapd
     /// stalled on a node where more than SWAP_CLUSTER_MAX folios finished since it stalled.
     pub fn wb_end_io(&mut self, cpu: CpuId) {
-        if self.wb.in_flight.is_empty() || self.now(cpu) < self.wb.busy_until {
+        let now = self.now(cpu);
+        let flusher_done = !self.wb.in_flight.is_empty() && now >= self.wb.busy_until;
+        if !flusher_done && !self.wb.pageout.iter().any(|&(done, _)| done <= now) {
             return;
         }
-        for pfn in std::mem::take(&mut self.wb.in_flight) {
+        let mut ended = if flusher_done { std::mem::take(&mut self.wb.in_flight) } else { Vec::new() };
+        // kswapd's writes, in the order they were submitted.
+        let mut i = 0;
+        while i < self.wb.pageout.len() {
+            if self.wb.pageout[i].0 <= now {
+                ended.extend(self.wb.pageout.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+        for pfn in ended {
             if self.frame(pfn).flags & (pg::FILE | pg::WRITEBACK) != pg::FILE | pg::WRITEBACK {
                 continue;
             }
@@ -330,6 +344,16 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// The write kswapd's `pageout()` started for `pfns` (clean, under writeback, kept on the
+    /// inactive list): one request on the file device, which kswapd does not wait for. The
+    /// folios' writeback ends when it completes, seen by the next reclaim or flusher step at or
+    /// after that time ([`Sim::wb_end_io`]).
+    pub(crate) fn pageout_submit(&mut self, cpu: CpuId, pfns: Vec<Pfn>) {
+        let io = self.submit_write(cpu, crate::block::Dev::File, pfns.len() as u64);
+        let done = self.now(cpu) + crate::sim::round_ns(io);
+        self.wb.pageout.push((done, pfns));
     }
 
     /// Is a timer wake-up of `task` at `at` void (the task was woken early, [`Sim::wb_end_io`])?
@@ -464,6 +488,9 @@ mod tests {
     }
 
     /// kswapd writes only on a node flagged dirty; from 4.11 only folios it met dirty before.
+    /// Its `pageout()` is asynchronous: a written folio is clean, under writeback and kept on
+    /// the inactive list, not freed; the write's completion rotates it to the inactive tail,
+    /// and the next pass frees it clean.
     #[test]
     fn kswapd_writes_on_a_dirty_node_and_from_4_11_only_folios_seen_twice() {
         // Not flagged: neither version writes.
@@ -472,21 +499,39 @@ mod tests {
             assert_eq!(shrink(&mut sim, &pfns, true), 0, "{preset}");
             assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 0, "{preset}");
         }
-        // 4.2, flagged: written and freed at the first meeting.
-        let (mut sim, pfns) = dirty_folios("linux-4.2", 4);
-        sim.wb.node_dirty[0] = true;
-        assert_eq!(shrink(&mut sim, &pfns, true), 4);
-        assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 4);
-        assert_eq!(sim.wb.nr_dirty, 0);
-        // 6.18, flagged: the first meeting marks them, the second writes them.
-        let (mut sim, pfns) = dirty_folios("linux-6.18", 4);
-        sim.wb.node_dirty[0] = true;
-        assert_eq!(shrink(&mut sim, &pfns, true), 0);
-        assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 0);
-        take_back(&mut sim, &pfns);
-        assert_eq!(shrink(&mut sim, &pfns, true), 4);
-        assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 4);
-        assert_eq!(sim.wb.nr_dirty, 0);
+        for (preset, meetings_before_write) in [("linux-4.2", 0), ("linux-6.18", 1)] {
+            let (mut sim, pfns) = dirty_folios(preset, 4);
+            sim.wb.node_dirty[0] = true;
+            // 6.18: the first meeting only marks them.
+            for _ in 0..meetings_before_write {
+                assert_eq!(shrink(&mut sim, &pfns, true), 0, "{preset}");
+                assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 0, "{preset}");
+                take_back(&mut sim, &pfns);
+            }
+            // Written, not reclaimed: clean, under writeback, on the inactive list.
+            assert_eq!(shrink(&mut sim, &pfns, true), 0, "{preset}");
+            assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 4, "{preset}");
+            assert_eq!(sim.wb.nr_dirty, 0, "{preset}");
+            for &p in &pfns {
+                let f = sim.frame(p).flags;
+                assert_eq!(f & (pg::DIRTY | pg::WRITEBACK | pg::RECLAIM | pg::LRU | pg::ACTIVE), pg::WRITEBACK | pg::RECLAIM | pg::LRU, "{preset}");
+            }
+            // Not complete yet: nothing changes.
+            sim.wb_end_io(CpuId(0));
+            assert!(pfns.iter().all(|&p| sim.frame(p).flags & pg::WRITEBACK != 0), "{preset}");
+            // Complete: rotated to the tail (pgrotated), then freed clean at the next meeting.
+            let done = sim.wb.pageout[0].0;
+            sim.cpus[0].clock = done;
+            sim.wb_end_io(CpuId(0));
+            assert!(sim.wb.pageout.is_empty(), "{preset}");
+            assert_eq!(sim.vmstat.get(VmEvent::PGROTATED), 4, "{preset}");
+            for &p in &pfns {
+                assert_eq!(sim.frame(p).flags & (pg::WRITEBACK | pg::RECLAIM | pg::LRU), pg::LRU, "{preset}");
+            }
+            take_back(&mut sim, &pfns);
+            assert_eq!(shrink(&mut sim, &pfns, true), 4, "{preset}");
+            assert_eq!(sim.vmstat.get(VmEvent::NR_VMSCAN_WRITE), 4, "{preset}");
+        }
     }
 
     /// The flusher cleans what reclaim asked for; its writes are asynchronous: the folios are

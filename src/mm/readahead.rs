@@ -44,6 +44,16 @@ fn get_next_ra_size(cur: u64, max: u64) -> u64 {
     }
 }
 
+
+/// The part of a readahead window not read because an allocation left its direct reclaim to
+/// the task's next steps: `start..end` of `file`, with the PG_readahead page if it is in it.
+#[derive(Clone, Copy, Debug)]
+pub struct RaCut {
+    pub file: FileId,
+    pub start: u64,
+    pub end: u64,
+    pub mark: Option<u64>,
+}
 impl Sim {
     /// `do_sync_mmap_readahead()` on a miss at `pgoff`: the read-around window (half before the
     /// fault, a quarter marked for async readahead), unless readahead is off or the file has
@@ -119,8 +129,20 @@ impl Sim {
     /// Stops at the first allocation failure, as the kernel's readahead does; the fault then
     /// allocates its page alone (filemap_fault's retry with FGP_CREAT).
     pub(crate) fn page_cache_ra(&mut self, cpu: CpuId, file: FileId, start: u64, size: u64, async_size: u64, want: Option<u64>) -> Option<Pfn> {
+        self.page_cache_ra_marked(cpu, file, start, size, (async_size > 0).then_some(start + size - async_size), want)
+    }
+
+    /// What is left of a readahead window whose allocation left its direct reclaim to the
+    /// task's next steps ([`RaCut`]): read when the reclaim is over.
+    pub fn page_cache_ra_rest(&mut self, cpu: CpuId, cut: RaCut) {
+        if cut.end > cut.start {
+            let _ = self.page_cache_ra_marked(cpu, cut.file, cut.start, cut.end - cut.start, cut.mark, None);
+        }
+    }
+
+    /// [`Sim::page_cache_ra`] with the PG_readahead page given (None: no async tail).
+    fn page_cache_ra_marked(&mut self, cpu: CpuId, file: FileId, start: u64, size: u64, mark: Option<u64>, want: Option<u64>) -> Option<Pfn> {
         self.kfn_enter(cpu, KFn::PageCacheRa);
-        let mark = start + size - async_size;
         let (mut read, mut got) = (Vec::new(), None);
         // do_page_cache_ra(): nothing past i_size (the faulting page is always inside it).
         let limit = self.page_cache_limit().min(self.files[file.0 as usize].size.max(want.map_or(0, |w| w + 1)));
@@ -129,12 +151,18 @@ impl Sim {
                 continue;
             }
             let Some(pfn) = self.page_cache_alloc_add(cpu, file, pgoff) else {
+                if self.direct_reclaim_deferred {
+                    // The allocation left its direct reclaim to the task's next steps: the
+                    // rest of the window is read after it, as the kernel's loop goes on after
+                    // its reclaim (mm/vmscan.rs `Sim::direct_reclaim_step`).
+                    self.ra_cut = Some(RaCut { file, start: pgoff, end: (start + size).min(limit), mark });
+                }
                 break;
             };
             // Locked until its read completes: reclaim entered by a later allocation of this
             // window skips it (folio_trylock fails in shrink_folio_list).
             self.frames[pfn.0 as usize].flags |= pg::LOCKED;
-            if pgoff == mark && async_size > 0 {
+            if Some(pgoff) == mark {
                 self.frames[pfn.0 as usize].flags |= pg::READAHEAD;
             }
             if want == Some(pgoff) {

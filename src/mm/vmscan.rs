@@ -13,13 +13,13 @@
 //! Dirty file folios are written by kswapd (under the version's conditions) or left to the
 //! flusher (mm/page_writeback.rs).
 //!
-//! Departures: no swap (anon folios are kept: get_scan_count() with no swap scans file only),
-//! kswapd's pageout() is synchronous (it pays block_write_4k_ns and frees the folio at once), no MGLRU, no memcg,
-//! refault detection for file folios only (mm/workingset.rs), one zone per node; scan balance is fixed: each list is scanned
-//! in proportion to its size (size >> priority, with no floor, as get_scan_count() does for the
-//! root memcg), without swappiness's anon/file cost
-//! balance or cache_trim_mode; the inactive lists refilled from the active ones when
-//! `inactive_is_low()` (per version), not also on observed refaults (5.9+ `may_deactivate`).
+//! Departures: anonymous folios go to swap only with `machine.swap_mib` set (mm/swapfile.rs;
+//! swap-out is written synchronously, charged as system time), no MGLRU, no memcg, refault
+//! detection for file folios only (mm/workingset.rs), one zone per node; scan balance is fixed:
+//! each list is scanned in proportion to its size (size >> priority, with no floor, as
+//! get_scan_count() does for the root memcg), without swappiness's anon/file cost balance or
+//! cache_trim_mode; the inactive lists refilled from the active ones when `inactive_is_low()`
+//! (per version), not also on observed refaults (5.9+ `may_deactivate`).
 
 use crate::check::Inject;
 use crate::kernel::locking::{LockId, Mode};
@@ -63,6 +63,36 @@ pub struct KswapdPass {
     pub taken: u64,
     pub writeback: u64,
     pub immediate: u64,
+}
+
+/// A direct reclaim (`do_try_to_free_pages()`) in progress: the priority, the node of the
+/// zonelist being shrunk and that `shrink_node()`'s place. The synchronous caller runs it to
+/// the end at once; a fault whose access can be replayed runs it one `shrink_inactive_list()`
+/// batch per step ([`Sim::direct_reclaim_step`]), so that reclaimers that reach the min
+/// watermark together interleave their batches, as Linux's do, instead of the first one
+/// rotating a whole list of young folios alone in one step.
+#[derive(Clone, Debug)]
+pub struct DirectReclaim {
+    /// The allocating node: the zonelist starts there.
+    nid: NodeId,
+    priority: u32,
+    /// Offset of the node being shrunk in the zonelist.
+    i: usize,
+    /// The current `shrink_node()`, None before it starts.
+    node: Option<DirectNode>,
+    /// Reclaimed over the whole call (`sc->nr_reclaimed`).
+    pub reclaimed: u64,
+    /// PGSCAN_DIRECT when the call started (4.2's flusher wakeup).
+    scanned_before: u64,
+}
+
+/// One `shrink_node()` of a direct reclaim: the list pair being scanned, what is left of its
+/// target, and what this `shrink_node()` reclaimed (its loop stops at `nr_to_reclaim`).
+#[derive(Clone, Copy, Debug)]
+struct DirectNode {
+    list: usize,
+    to_scan: Option<usize>,
+    reclaimed: u64,
 }
 
 /// What kswapd does after a step.
@@ -475,6 +505,8 @@ impl Sim {
         let mut stat = ReclaimStat::default();
         let ReclaimTail { batch, free_folios, luf_folios } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
+        // Folios kswapd's pageout() started writing: one request on the device at the end.
+        let mut pageout = Vec::new();
         for pfn in folios {
             let f = *self.frame(pfn);
             // pgscan/pgsteal are counted by shrink_inactive_list() around its shrink_folio_list();
@@ -599,14 +631,19 @@ impl Sim {
                         self.putback(pfn, false);
                         continue;
                     }
-                    // pageout(): written here, synchronously (a departure: the kernel's write
-                    // is asynchronous and the folio is freed on a later pass).
+                    // pageout(): `folio_set_reclaim()`, then the filesystem's writepage starts
+                    // an asynchronous write: the folio is clean and under writeback, and goes
+                    // back to the inactive list (`goto keep`, not reclaimed now). When its
+                    // write completes, `folio_end_writeback()` rotates it to the inactive tail,
+                    // where a later pass finds it clean ([`Sim::wb_end_io`]).
                     self.before_pageout(cpu, pfn, batch);
                     self.folio_clear_dirty(pfn);
-                    self.frame_mut(pfn).flags &= !pg::RECLAIM;
+                    self.frame_mut(pfn).flags |= pg::RECLAIM | pg::WRITEBACK;
                     self.vmstat.count(VmEvent::PGPGOUT);
                     self.vmstat.count(VmEvent::NR_VMSCAN_WRITE);
-                    self.charge_sys(cpu, self.p.block_write_ns);
+                    pageout.push(pfn);
+                    self.putback(pfn, false);
+                    continue;
                 }
                 // __remove_mapping(): out of the page cache; the frame is freed with its batch.
                 self.remove_from_page_cache(cpu, pfn);
@@ -622,6 +659,9 @@ impl Sim {
                 // folio_batch_add() == 0: try_to_unmap_flush(), then free_unref_folios().
                 self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
             }
+        }
+        if !pageout.is_empty() {
+            self.pageout_submit(cpu, pageout);
         }
         if let (false, Some(nid)) = (demote_folios.is_empty(), nid) {
             // Migrate the folios selected for demotion; they count as reclaimed (pgsteal too).
@@ -743,48 +783,6 @@ impl Sim {
         self.lru_lock_work(cpu, node, taken);
         self.nodes[node].lru.nr_isolated[is_file(lru)] -= taken as u64;
         self.kfn_exit(cpu);
-    }
-
-    /// `shrink_node()` → `shrink_lruvec()` at a scan priority: refill the inactive file list if
-    /// it is low (inactive_is_low()), then scan `inactive >> priority` folios from it in batches
-    /// of SWAP_CLUSTER_MAX, stopping once `nr_to_reclaim` is met.
-    /// Returns pages reclaimed.
-    pub fn shrink_node(&mut self, cpu: CpuId, node: usize, kswapd: bool, priority: u32, nr_to_reclaim: u64, tail: &mut ReclaimTail) -> u64 {
-        self.shrink_node_begin(cpu, node, priority);
-        let mut reclaimed = 0;
-        // get_scan_count(): file always; anon only with free swap or a demotion target
-        // (vm.swappiness's balance is not modelled: both are scanned at the same priority).
-        for &(inactive_lru, active_lru) in self.scan_lists(node) {
-            // get_scan_count() scans each list in proportion to its size, size >> priority, with
-            // no floor: a list shorter than 1 << priority pages is not scanned at this priority,
-            // and reclaim goes on to the next node or priority. (4.2 forces SWAP_CLUSTER_MAX only
-            // for kswapd on a zone it found unreclaimable, and for memcg reclaim; 6.18 only for
-            // an offline memcg: neither is modelled.)
-            let mut to_scan = self.enter_list(cpu, node, inactive_lru, active_lru, priority);
-            // shrink_lruvec(): direct reclaim at DEF_PRIORITY scans its whole proportional
-            // target (`scan_adjusted`, later `proportional_reclaim`; Mel Gorman, 1a501907bbea,
-            // 3.16: "it is best to do a batch of work at once"); otherwise it stops once
-            // nr_to_reclaim is reached.
-            let proportional = !kswapd && priority == DEF_PRIORITY && self.p.kver >= (3, 16);
-            while to_scan > 0 && (reclaimed < nr_to_reclaim || proportional) {
-                // shrink_inactive_list()
-                if !kswapd && self.too_many_isolated(node, inactive_lru) {
-                    // Throttled: 4.2 congestion_wait(BLK_RW_ASYNC, HZ/10) in a loop; 5.16+
-                    // reclaim_throttle(VMSCAN_THROTTLE_ISOLATED) once, then give up the list
-                    // ("stalled"). The task sleeps: its CPU idles. Departure: a step is atomic,
-                    // so 4.2's loop re-checks nothing and the reclaimer goes on after one sleep.
-                    self.vmstat.count(VmEvent::RECLAIM_THROTTLE_ISOLATED);
-                    self.cpus[cpu.0 as usize].clock += self.p.isolated_throttle_ns;
-                    if self.p.isolated_throttle_ns < HZ_10_NS {
-                        break;
-                    }
-                }
-                let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, kswapd, tail) else { break };
-                to_scan = to_scan.saturating_sub(taken);
-                reclaimed += stat.nr_reclaimed;
-            }
-        }
-        reclaimed
     }
 
     /// What reclaim of `taken` folios that met `writeback` under writeback and `immediate`
@@ -943,29 +941,146 @@ impl Sim {
     /// enough was reclaimed. So direct reclaim on a NUMA machine evicts pages of every node,
     /// most of them mapped by tasks on other sockets.
     fn do_try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
-        self.vmstat.count(VmEvent::ALLOCSTALL);
-        let n = self.nodes.len();
-        let mut reclaimed = 0;
+        let mut dr = self.direct_reclaim_begin(cpu, nid);
         let mut tail = ReclaimTail::new(self.cpus.len());
-        let scanned_before = self.vmstat.get(VmEvent::PGSCAN_DIRECT);
-        for priority in (0..=DEF_PRIORITY).rev() {
-            for i in 0..n {
-                let node = (nid.0 as usize + i) % n;
-                reclaimed += self.shrink_node(cpu, node, false, priority, SWAP_CLUSTER_MAX as u64, &mut tail);
+        while !self.direct_reclaim_batch(cpu, &mut dr, &mut tail) {}
+        self.finish_reclaim_tail(cpu, &mut tail);
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::DirectReclaimEnd { nr_reclaimed: dr.reclaimed });
+        dr.reclaimed
+    }
+
+    /// The start of `do_try_to_free_pages()` (ALLOCSTALL is counted here, and the
+    /// mm_vmscan_direct_reclaim_begin event written).
+    pub fn direct_reclaim_begin(&mut self, cpu: CpuId, nid: NodeId) -> DirectReclaim {
+        self.vmstat.count(VmEvent::ALLOCSTALL);
+        self.trace(cpu, || crate::report::trace_log::TraceEvent::DirectReclaimBegin);
+        DirectReclaim { nid, priority: DEF_PRIORITY, i: 0, node: None, reclaimed: 0, scanned_before: self.vmstat.get(VmEvent::PGSCAN_DIRECT) }
+    }
+
+    /// Run `dr` up to its next `shrink_inactive_list()` batch (false: more to do) or to its end
+    /// (true): at each priority every node of the zonelist (local first) is shrunk, then the
+    /// call stops if SWAP_CLUSTER_MAX folios were reclaimed.
+    fn direct_reclaim_batch(&mut self, cpu: CpuId, dr: &mut DirectReclaim, tail: &mut ReclaimTail) -> bool {
+        let n = self.nodes.len();
+        loop {
+            let node = (dr.nid.0 as usize + dr.i) % n;
+            let mut dn = match dr.node {
+                Some(dn) => dn,
+                None => {
+                    self.shrink_node_begin(cpu, node, dr.priority);
+                    DirectNode { list: 0, to_scan: None, reclaimed: 0 }
+                }
+            };
+            let ran = self.direct_node_batch(cpu, node, dr.priority, &mut dn, tail);
+            dr.reclaimed += dn.reclaimed - dr.node.map_or(0, |d| d.reclaimed);
+            if ran {
+                dr.node = Some(dn);
+                return false;
             }
-            if reclaimed >= SWAP_CLUSTER_MAX as u64 {
-                break;
+            // This shrink_node() is over: the next node, or the end of this priority.
+            dr.node = None;
+            dr.i += 1;
+            if dr.i < n {
+                continue;
+            }
+            dr.i = 0;
+            if dr.reclaimed >= SWAP_CLUSTER_MAX as u64 || dr.priority == 0 {
+                return true;
             }
             // Before 4.11: "Try to write back as many pages as we just scanned" once more than
             // 1.5 x nr_to_reclaim were scanned (removed by "mm: vmscan: remove old flusher
             // wakeup from direct reclaim path", 4.11).
-            let total_scanned = self.vmstat.get(VmEvent::PGSCAN_DIRECT) - scanned_before;
+            let total_scanned = self.vmstat.get(VmEvent::PGSCAN_DIRECT) - dr.scanned_before;
             if self.p.kver < (4, 11) && total_scanned > (SWAP_CLUSTER_MAX + SWAP_CLUSTER_MAX / 2) as u64 {
                 self.wakeup_flusher_threads(cpu, total_scanned);
             }
+            dr.priority -= 1;
         }
-        self.finish_reclaim_tail(cpu, &mut tail);
-        reclaimed
+    }
+
+    /// One batch of direct reclaim's `shrink_node()` → `shrink_lruvec()` on `node`: true if a
+    /// `shrink_inactive_list()` batch ran, false when this node's shrink is over.
+    fn direct_node_batch(&mut self, cpu: CpuId, node: usize, priority: u32, dn: &mut DirectNode, tail: &mut ReclaimTail) -> bool {
+        // shrink_lruvec(): direct reclaim at DEF_PRIORITY scans its whole proportional target
+        // (`scan_adjusted`, later `proportional_reclaim`; Mel Gorman, 1a501907bbea, 3.16: "it is
+        // best to do a batch of work at once"); otherwise it stops once nr_to_reclaim is reached.
+        let proportional = priority == DEF_PRIORITY && self.p.kver >= (3, 16);
+        loop {
+            // get_scan_count(): file always; anon only with free swap or a demotion target
+            // (vm.swappiness's balance is not modelled: both are scanned at the same priority).
+            let Some(&(inactive_lru, active_lru)) = self.scan_lists(node).get(dn.list) else { return false };
+            // get_scan_count() scans each list in proportion to its size, size >> priority,
+            // with no floor: a list shorter than 1 << priority pages is not scanned at this
+            // priority. (4.2 forces SWAP_CLUSTER_MAX only for kswapd on a zone it found
+            // unreclaimable, and for memcg reclaim; 6.18 only for an offline memcg.)
+            let to_scan = match dn.to_scan {
+                Some(n) => n,
+                None => self.enter_list(cpu, node, inactive_lru, active_lru, priority),
+            };
+            dn.to_scan = Some(to_scan);
+            if to_scan > 0 && (dn.reclaimed < SWAP_CLUSTER_MAX as u64 || proportional) {
+                // shrink_inactive_list()
+                let mut give_up = false;
+                if self.too_many_isolated(node, inactive_lru) {
+                    // Throttled: 4.2 congestion_wait(BLK_RW_ASYNC, HZ/10) in a loop; 5.16+
+                    // reclaim_throttle(VMSCAN_THROTTLE_ISOLATED) once, then give up the list
+                    // ("stalled"). The task sleeps: its CPU idles. Departure: 4.2's loop
+                    // re-checks nothing during its sleep; the reclaimer goes on after one.
+                    self.vmstat.count(VmEvent::RECLAIM_THROTTLE_ISOLATED);
+                    self.cpus[cpu.0 as usize].clock += self.p.isolated_throttle_ns;
+                    give_up = self.p.isolated_throttle_ns < HZ_10_NS;
+                }
+                if !give_up {
+                    if let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, false, tail) {
+                        dn.to_scan = Some(to_scan.saturating_sub(taken));
+                        dn.reclaimed += stat.nr_reclaimed;
+                        return true;
+                    }
+                }
+            }
+            dn.list += 1;
+            dn.to_scan = None;
+        }
+    }
+
+    /// At the start of a task's step: one batch of the direct reclaim its fault left pending
+    /// (a fault whose access is replayed: [`Sim::alloc_pages`]). Returns whether there was
+    /// one (the step is then spent on it). The batch's flush and frees run at the start of the
+    /// next step, as kswapd's do ([`ReclaimTail`]); when the reclaim is over, the access is
+    /// replayed and its allocation tried again, as `__alloc_pages_slowpath()` does after
+    /// `__alloc_pages_direct_reclaim()`.
+    pub fn direct_reclaim_step(&mut self, cpu: CpuId, t: Tid) -> bool {
+        let Some(mut dr) = self.task_mut(t).direct_reclaim.take() else { return false };
+        // The task is in a fault: the profile charges the reclaim under it, as the
+        // synchronous path does (less filemap_fault and readahead's frames).
+        self.kfn_enter(cpu, KFn::HandleMmFault);
+        self.kfn_enter(cpu, KFn::TryToFreePages);
+        let mut tail = self.take_reclaim_tail(cpu);
+        if self.direct_reclaim_batch(cpu, &mut dr, &mut tail) {
+            self.finish_reclaim_tail(cpu, &mut tail);
+            self.trace(cpu, || crate::report::trace_log::TraceEvent::DirectReclaimEnd { nr_reclaimed: dr.reclaimed });
+            // A call that reclaimed nothing: the next allocation reclaims synchronously (and
+            // may end in the OOM killer, after its retries).
+            self.task_mut(t).direct_reclaim_failed = dr.reclaimed == 0;
+            self.kfn_exit(cpu);
+            // The readahead window the allocation stopped goes on, as the kernel's loop does
+            // after its reclaim.
+            if let Some(cut) = self.task_mut(t).ra_rest.take() {
+                // Its allocations may need reclaim again: that one runs in steps too, and
+                // what is left of the window after it.
+                self.defer_direct_reclaim = true;
+                self.page_cache_ra_rest(cpu, cut);
+                self.defer_direct_reclaim = false;
+                self.direct_reclaim_deferred = false;
+                self.task_mut(t).ra_rest = self.ra_cut.take();
+            }
+        } else {
+            self.task_mut(t).direct_reclaim = Some(dr);
+            self.defer_reclaim_tail(cpu, tail);
+            self.kfn_exit(cpu);
+        }
+        self.kfn_exit(cpu);
+        true
     }
 
     /// One step of kswapd for `node` (`balance_pgdat()`); true when kswapd may sleep.

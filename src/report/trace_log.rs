@@ -46,6 +46,11 @@ pub enum TraceEvent {
     MmMigratePages { succeeded: u64, failed: u64, numa: bool },
     /// vmscan:mm_vmscan_lru_shrink_inactive for one batch of an inactive list.
     LruShrinkInactive { nid: u32, nr_scanned: u64, nr_reclaimed: u64, priority: u32, file: bool },
+    /// vmscan:mm_vmscan_direct_reclaim_begin: `try_to_free_pages()` starts (order-0 user and
+    /// page-cache allocations, GFP_HIGHUSER_MOVABLE).
+    DirectReclaimBegin,
+    /// vmscan:mm_vmscan_direct_reclaim_end: what it reclaimed.
+    DirectReclaimEnd { nr_reclaimed: u64 },
 }
 
 impl TraceEvent {
@@ -57,6 +62,8 @@ impl TraceEvent {
             TraceEvent::PageFaultUser { .. } => "exceptions:page_fault_user",
             TraceEvent::MmMigratePages { .. } => "migrate:mm_migrate_pages",
             TraceEvent::LruShrinkInactive { .. } => "vmscan:mm_vmscan_lru_shrink_inactive",
+            TraceEvent::DirectReclaimBegin => "vmscan:mm_vmscan_direct_reclaim_begin",
+            TraceEvent::DirectReclaimEnd { .. } => "vmscan:mm_vmscan_direct_reclaim_end",
         }
     }
 
@@ -106,6 +113,8 @@ impl fmt::Display for TraceEvent {
                 "nid={nid} nr_scanned={nr_scanned} nr_reclaimed={nr_reclaimed} nr_dirty=0 nr_writeback=0 nr_congested=0 nr_immediate=0 nr_activate_anon=0 nr_activate_file=0 nr_ref_keep=0 nr_unmap_fail=0 priority={priority} flags={}",
                 if file { "RECLAIM_WB_FILE|RECLAIM_WB_ASYNC" } else { "RECLAIM_WB_ANON|RECLAIM_WB_ASYNC" }
             ),
+            TraceEvent::DirectReclaimBegin => write!(f, "order=0 gfp_flags=GFP_HIGHUSER_MOVABLE"),
+            TraceEvent::DirectReclaimEnd { nr_reclaimed } => write!(f, "nr_reclaimed={nr_reclaimed}"),
         }
     }
 }
