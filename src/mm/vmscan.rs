@@ -1264,6 +1264,43 @@ mod tests {
         assert_eq!(int_sqrt(u32::MAX as u64 + 1), 1 << 16);
     }
 
+    /// The rest of a readahead window, read when a fault's stepped direct reclaim ends, may
+    /// need reclaim again: that reclaim is left to the task's next steps too (a new
+    /// `DirectReclaim`, the window's rest kept for after it), not run in one step. Session 17's
+    /// version ran it synchronously, and those 240-340 ms steps kept the lock calendars large
+    /// (docs/performance.md, "Session 18").
+    #[test]
+    fn the_readahead_rest_defers_its_own_reclaim() {
+        let mut s = sim("linux-4.2", "sleep 1us");
+        let cpu = CpuId(0);
+        let t = Tid((s.tasks.len() - 1) as u32);
+        s.cpus[0].current = Some(t);
+        // Page cache down to just above the min watermark, all of it reclaimable.
+        let filler = s.file_get_or_create("filler", 1 << 20);
+        let mut off = 0;
+        while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
+            s.page_cache_alloc_add(cpu, filler, off).expect("above min");
+            off += 1;
+        }
+        s.lru_add_drain(cpu);
+        let rest = s.file_get_or_create("rest", 1024);
+        let dr = s.direct_reclaim_begin(cpu, NodeId(0));
+        s.task_mut(t).direct_reclaim = Some(Box::new(dr));
+        s.task_mut(t).ra_rest = Some(crate::mm::readahead::RaCut { file: rest, start: 0, end: 512, mark: None });
+        let mut steps = 0;
+        while s.task(t).ra_rest.is_some_and(|c| c.start == 0) && steps < 100_000 {
+            assert!(s.direct_reclaim_step(cpu, t));
+            steps += 1;
+        }
+        // The reclaim ended, the window was read until memory ran short again, and then...
+        let cut = s.task(t).ra_rest.expect("the rest of the window waits for the next reclaim");
+        assert!(cut.start > 0 && cut.end == 512, "{cut:?}");
+        assert!(s.files[rest.0 as usize].page(cut.start - 1).is_some() && s.files[rest.0 as usize].page(cut.start).is_none());
+        // ...the next reclaim was begun, not run: it is the task's next steps.
+        assert!(s.task(t).direct_reclaim.is_some(), "the window's reclaim is deferred too");
+        assert_eq!(s.vmstat.get(VmEvent::ALLOCSTALL), 2);
+    }
+
     /// A zero-fill fault's folio starts on the active anon list before 5.9 and on the inactive
     /// one from 5.9.
     #[test]
