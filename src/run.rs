@@ -543,11 +543,7 @@ impl Sim {
                         let vpn = start + *cursor;
                         // The access is replayed if its fault leaves work for the next step
                         // (FaultError::Again), so its direct reclaim may run in steps.
-                        self.defer_direct_reclaim = true;
-                        let r = self.access(cpu, mm, vpn, *write, false);
-                        self.defer_direct_reclaim = false;
-                        self.direct_reclaim_deferred = false;
-                        match r {
+                        match self.replayable(cpu, |s| s.access(cpu, mm, vpn, *write, false)) {
                             Ok(()) => {
                                 if *words > 1 {
                                     // The page's other words: L1 dTLB hits, one step (a flush

@@ -752,8 +752,8 @@ pub struct Sim {
     /// An allocation of the fault being handled left its direct reclaim to the task's next
     /// steps: the fault's out-of-memory result means "retry the access after it".
     pub direct_reclaim_deferred: bool,
-    /// The readahead window the deferring allocation stopped (`handle_mm_fault()` gives it
-    /// to the task).
+    /// The readahead window the deferring allocation stopped (`Sim::replayable` gives it to
+    /// the task).
     pub ra_cut: Option<crate::mm::readahead::RaCut>,
     /// Tasks the run still waits for (counts_for_completion and not dead).
     pub live_tasks: u32,

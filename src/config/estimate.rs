@@ -84,17 +84,17 @@ pub const MAX_PAGES: u64 = u32::MAX as u64 - 1;
 /// The estimate, in bytes, and the knob that contributes most to it (`workload.thread` when
 /// the touched regions do).
 pub fn host_bytes(cfg: &Config) -> (u64, &'static str) {
-    let (b, key, _) = host_bytes_origin(cfg);
+    let (b, key, _, _) = host_bytes_origin(cfg);
     (b, key)
 }
 
-/// [`host_bytes`] with the origin to name in an error.
-fn host_bytes_origin(cfg: &Config) -> (u64, &'static str, Origin) {
+/// [`host_bytes`] with the origin to name in an error, and the touched regions' share.
+fn host_bytes_origin(cfg: &Config) -> (u64, &'static str, Origin, u64) {
     let (machine, key) = machine_bytes(cfg);
     let (touched, origin) = touched_bytes(cfg);
     match origin {
-        Some(o) if touched > machine => (machine + touched, "workload.thread", o),
-        _ => (machine + touched, key, cfg.origin(key)),
+        Some(o) if touched > machine => (machine + touched, "workload.thread", o, touched),
+        _ => (machine + touched, key, cfg.origin(key), touched),
     }
 }
 
@@ -137,11 +137,11 @@ fn gib(b: u64) -> String {
 
 /// Refuse, naming the knob, a machine the model cannot number or this host cannot hold.
 pub fn check(cfg: &Config) -> Result<(), ConfigError> {
-    let (need, key, origin) = host_bytes_origin(cfg);
+    let (need, key, origin, touched) = host_bytes_origin(cfg);
     if let Some(avail) = host_available_bytes() {
         if need > avail {
             let what = if key == "workload.thread" {
-                format!("the page tables and page cache of the regions its ops touch (≈{} GiB)", gib(touched_bytes(cfg).0))
+                format!("the page tables and page cache of the regions its ops touch (≈{} GiB)", gib(touched))
             } else {
                 format!("{key} = {}", cfg.int(key))
             };

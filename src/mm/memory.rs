@@ -143,9 +143,6 @@ impl Sim {
         self.kfn_enter(cpu, KFn::HandleMmFault);
         let mmap_lock = if self.p.fault_mmap_lock { self.mmap_lock(cpu, mm, Mode::Shared) } else { None };
         let mut r = self.handle_mm_fault_locked(cpu, mm, vpn, write, instr);
-        if let (Some(cut), Some(t)) = (self.ra_cut.take(), self.cpus[cpu.0 as usize].current) {
-            self.task_mut(t).ra_rest = Some(cut);
-        }
         if std::mem::take(&mut self.direct_reclaim_deferred) && matches!(r, Err(FaultError::Oom)) {
             // An allocation left its direct reclaim to the task's next steps: the access is
             // replayed after it, and this attempt is not counted (the replay counts the fault).

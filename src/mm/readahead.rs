@@ -44,7 +44,6 @@ fn get_next_ra_size(cur: u64, max: u64) -> u64 {
     }
 }
 
-
 /// The part of a readahead window not read because an allocation left its direct reclaim to
 /// the task's next steps: `start..end` of `file`, with the PG_readahead page if it is in it.
 #[derive(Clone, Copy, Debug)]
@@ -54,6 +53,7 @@ pub struct RaCut {
     pub end: u64,
     pub mark: Option<u64>,
 }
+
 impl Sim {
     /// `do_sync_mmap_readahead()` on a miss at `pgoff`: the read-around window (half before the
     /// fault, a quarter marked for async readahead), unless readahead is off or the file has

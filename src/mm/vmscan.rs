@@ -1043,6 +1043,22 @@ impl Sim {
         }
     }
 
+    /// Run `f`, work the current task replays if it ends for lack of memory (a `touch` op's
+    /// access, or the rest of a readahead window read after a stepped reclaim): an allocation
+    /// in it that needs direct reclaim leaves the reclaim to the task's next steps
+    /// ([`Sim::alloc_pages`]), and a readahead window it stopped waits for them too
+    /// (`Task::ra_rest`).
+    pub(crate) fn replayable<R>(&mut self, cpu: CpuId, f: impl FnOnce(&mut Sim) -> R) -> R {
+        self.defer_direct_reclaim = true;
+        let r = f(self);
+        self.defer_direct_reclaim = false;
+        self.direct_reclaim_deferred = false;
+        if let (Some(cut), Some(t)) = (self.ra_cut.take(), self.cpus[cpu.0 as usize].current) {
+            self.task_mut(t).ra_rest = Some(cut);
+        }
+        r
+    }
+
     /// At the start of a task's step: one batch of the direct reclaim its fault left pending
     /// (a fault whose access is replayed: [`Sim::alloc_pages`]). Returns whether there was
     /// one (the step is then spent on it). The batch's flush and frees run at the start of the
@@ -1068,11 +1084,7 @@ impl Sim {
             if let Some(cut) = self.task_mut(t).ra_rest.take() {
                 // Its allocations may need reclaim again: that one runs in steps too, and
                 // what is left of the window after it.
-                self.defer_direct_reclaim = true;
-                self.page_cache_ra_rest(cpu, cut);
-                self.defer_direct_reclaim = false;
-                self.direct_reclaim_deferred = false;
-                self.task_mut(t).ra_rest = self.ra_cut.take();
+                self.replayable(cpu, |s| s.page_cache_ra_rest(cpu, cut));
             }
         } else {
             self.task_mut(t).direct_reclaim = Some(dr);
