@@ -173,31 +173,33 @@ static double bench_mmap_pair(void)
     return best;
 }
 
-/* ---- mprotect of one populated page, RO then RW, no sibling: per call. The page sits between
+/* ---- mprotect of N populated pages, RO then RW, no sibling: per call. The pages sit between
  * two PROT_NONE guard pages, as hostbench's mapping does (reserve_place), so that no call splits
  * or merges a VMA: placed by mmap(NULL) next to another anonymous read-write VMA, every
  * mprotect(RO) split it off and every mprotect(RW) merged it back, and a call measured ~2x the
- * hostbench loop's. */
-static double bench_mprotect_call(void)
+ * hostbench loop's. N = 1 gives the call's fixed cost; N = 32 (under
+ * tlb_single_page_flush_ceiling, 33) adds 31 PTE updates and 31 single-page flushes (INVLPG). */
+static double bench_mprotect_call(int npages)
 {
-    char *g = mmap(NULL, 3 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char *g = mmap(NULL, (npages + 2) * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (g == MAP_FAILED)
         die("mmap");
-    char *p = mmap(g + PG, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    char *p = mmap(g + PG, npages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED)
         die("mmap");
-    p[0] = 1;
+    for (int i = 0; i < npages; i++)
+        p[i * PG] = 1;
     double best = 1e18;
     for (int r = 0; r < REPS; r++) {
         const int n = 20000;
         uint64_t t0 = now_ns();
         for (int i = 0; i < n; i++) {
-            mprotect(p, PG, PROT_READ);
-            mprotect(p, PG, PROT_READ | PROT_WRITE);
+            mprotect(p, npages * PG, PROT_READ);
+            mprotect(p, npages * PG, PROT_READ | PROT_WRITE);
         }
         best = min_d(best, (double)(now_ns() - t0) / (2.0 * n));
     }
-    munmap(g, 3 * PG);
+    munmap(g, (npages + 2) * PG);
     return best;
 }
 
@@ -484,7 +486,8 @@ int main(int argc, char **argv)
     bench_fault(&f, &m, &u);
     printf("fault_touch=%.2f\nmprotect_per_page=%.2f\nmunmap_per_page=%.2f\n", f, m, u);
     printf("mmap_munmap_pair=%.2f\n", bench_mmap_pair());
-    printf("mprotect_call=%.2f\n", bench_mprotect_call());
+    printf("mprotect_call=%.2f\n", bench_mprotect_call(1));
+    printf("mprotect_call_32=%.2f\n", bench_mprotect_call(32));
     double alone, with;
     uint64_t ipis;
     int iters;

@@ -15,10 +15,6 @@ use super::host::{self, HostBench};
 
 const CALIBRATE_C: &str = include_str!("calibrate.c");
 
-/// The cited default of `cost.page_alloc_ns` (not measured: a fault's allocation cannot be
-/// separated from its other work from user space); subtracted from the fault figure.
-const PAGE_ALLOC_NS: f64 = 150.0;
-
 /// Share of the measured IPI cost (send + deliver + handle) given to each part, in the ratio of
 /// the model's cited defaults (300 : 1000 : 700 ns, Amit et al. EuroSys'20): user space sees only
 /// their sum, the initiator's wait in smp_call_function_many().
@@ -50,14 +46,6 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
     put("clear_page_bytes_per_ns", 4096.0 / clear, format!("memset of 4 KiB pages over a 128 MiB buffer: {clear:.0} ns per page"));
     let copy = f("copy_4k")?;
     put("copy_page_bytes_per_ns", 4096.0 / copy, format!("memcpy of 4 KiB pages between 128 MiB buffers: {copy:.0} ns per page"));
-    let fault = f("fault_touch")?;
-    put("fault_ns", (fault - clear - PAGE_ALLOC_NS).max(1.0), format!("write-touch of fresh anon pages: {fault:.0} ns per page, minus clear ({clear:.0}) and cost.page_alloc_ns ({PAGE_ALLOC_NS})"));
-    let mprot = f("mprotect_per_page")?;
-    put("pte_update_ns", mprot.max(0.1), format!("mprotect(PROT_READ) of 8192 populated pages: {mprot:.1} ns per page (change_pte_range)"));
-    let pair = f("mmap_munmap_pair")?;
-    put("vma_op_ns", ((pair - 2.0 * syscall) / 2.0).max(1.0), format!("mmap+munmap of one untouched page: {pair:.0} ns, minus 2 syscalls, halved"));
-    let mcall = f("mprotect_call")?;
-    put("mprotect_ns", (mcall - syscall - mprot).max(1.0), format!("mprotect RO then RW of one populated page, no sibling: {mcall:.0} ns per call, minus a syscall and one PTE update"));
     let fork = f("fork")?;
     put("fork_ns", fork, format!("parent's time in fork() of a small process: {fork:.0} ns"));
     let exit_wait = f("exit_wait")?;
@@ -102,6 +90,28 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
         _ => notes.push("block I/O not measured; the cited defaults stay".into()),
     }
     Ok((d, notes))
+}
+
+/// The knobs fitted by the model's run of their microbenchmarks (`super::fit`): the PTE update,
+/// the page allocation and free, the fault, the VMA operation, the mprotect call and INVLPG,
+/// on top of the directly measured knobs `d`.
+pub fn derive_fitted(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<Derived>, String> {
+    use super::fit::{fit, UNKNOWNS};
+    let host = UNKNOWNS
+        .iter()
+        .map(|(_, b)| m.get(b.host_key()).ok_or_else(|| format!("calibrate printed no {}=", b.host_key()))?.parse::<f64>().map_err(|_| format!("bad {}= in calibrate output", b.host_key())))
+        .collect::<Result<Vec<f64>, String>>()?;
+    let fitted = fit(&profile_text("-", "-", d, &[]), &UNKNOWNS, &host)?;
+    Ok(fitted
+        .into_iter()
+        .map(|x| {
+            let mut how = format!("fitted to the model's run of the same loop: {}: host {:.1} ns, the model {:.1} with this profile", x.bench.what(), x.host, x.model);
+            if x.clamped {
+                how.push_str(" (the model is dearer with this knob at 0: 0)");
+            }
+            Derived { key: x.key, value: x.value, how }
+        })
+        .collect())
 }
 
 /// The profile text: a header, each knob with its comment, the notes.
@@ -217,6 +227,13 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    match derive_fitted(&m, &d) {
+        Ok(fd) => d.extend(fd),
+        Err(e) => {
+            eprintln!("mmsim calibrate: {e}");
+            return ExitCode::from(1);
+        }
+    }
     match derive_page_cache(&m, &d) {
         Ok((pd, pn)) => {
             d.extend(pd);
@@ -249,7 +266,7 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
 mod tests {
     use super::*;
 
-    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
+    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_call_32=7000\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
 
     #[test]
     fn page_cache_costs_are_the_host_minus_the_model() {
@@ -300,10 +317,8 @@ mod tests {
     fn derived_profile_parses_and_changes_the_costs() {
         let (d, notes) = derive(&parse(OUT)).unwrap();
         let get = |k: &str| d.iter().find(|x| x.key == k).unwrap().value;
-        assert_eq!(get("fault_ns"), 4500.0 - 640.0 - 150.0);
-        assert_eq!(get("vma_op_ns"), (9800.0 - 800.0) / 2.0);
-        assert_eq!(get("mprotect_ns"), 1530.0 - 400.0 - 130.0);
         assert_eq!(get("ipi_deliver_ns"), 2000.0);
+        assert!(d.iter().all(|x| !["fault_ns", "pte_update_ns", "page_alloc_ns", "vma_op_ns", "mprotect_ns", "invlpg_ns"].contains(&x.key)), "fitted by the model, not derived directly");
         assert!(notes.iter().any(|n| n.contains("block I/O not measured")));
         let text = profile_text("6.18", "2026-11-23", &d, &notes);
         let c = crate::config::load_str_profiled("s.toml", "", Some(("host.toml", &text)), &[]).unwrap();
@@ -314,6 +329,28 @@ mod tests {
         for k in &d {
             assert!(text.contains(&format!("# {}\n{} = ", k.how, k.key)));
         }
+    }
+
+    #[test]
+    fn fitted_knobs_reproduce_their_benchmarks_in_the_profile() {
+        let m = parse(OUT);
+        let (mut d, notes) = derive(&m).unwrap();
+        let fd = derive_fitted(&m, &d).unwrap();
+        let keys: Vec<&str> = fd.iter().map(|x| x.key).collect();
+        assert_eq!(keys, ["pte_update_ns", "page_alloc_ns", "fault_ns", "vma_op_ns", "mprotect_ns", "invlpg_ns"]);
+        d.extend(fd.clone());
+        let text = profile_text("6.18", "2026-11-27", &d, &notes);
+        let c = crate::config::load_str_profiled("s.toml", "", Some(("host.toml", &text)), &[]).unwrap();
+        // The host's figure and the model's, written beside each knob, agree.
+        let model = |x: &Derived| -> f64 { x.how.split("the model ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap() };
+        for (x, (_, bench)) in fd.iter().zip(super::super::fit::UNKNOWNS) {
+            let host: f64 = m[bench.host_key()].parse().unwrap();
+            assert!(x.value > 0.0 && x.how.contains(&format!("host {host:.1} ns")), "{x:?}");
+            assert!((model(x) - host).abs() < 2.0, "{x:?}");
+            assert_eq!(c.float(&format!("cost.{}", x.key)), x.value);
+        }
+        let missing = OUT.replace("mprotect_call_32=7000\n", "");
+        assert!(derive_fitted(&parse(&missing), &d).unwrap_err().contains("mprotect_call_32"));
     }
 
     #[test]

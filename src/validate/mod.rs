@@ -7,6 +7,7 @@
 //! the figures come from which paths flush, batch sizes and lazy-TLB skipping.
 pub mod calibrate;
 pub mod case;
+pub mod fit;
 pub mod host;
 pub mod sim;
 

@@ -1,0 +1,251 @@
+//! Knobs fitted by the model's own run of their microbenchmarks.
+//!
+//! A host figure such as "a write-touch of a fresh anonymous page costs 1,386 ns" is the sum of
+//! several pieces of kernel work, and the model charges some of them under other knobs (the
+//! PTE update, the LRU batch's lock and cache miss, the pcp refill). Subtracting only the knobs
+//! one can name (as calibrate did until 2026-11-27: fault = touch - clear - page_alloc) counts
+//! the rest twice, and validate's per-page times came out ≈1.4x the host's. So the model runs
+//! each microbenchmark too, and the knobs are the solution of "the model's time = the host's
+//! time" over all of them at once.
+//!
+//! The model's time is affine in each cost knob on these single-threaded loops (every cost is
+//! charged a fixed number of times per iteration; no lock is contended), so one run with the
+//! unknown knobs at 0 and one run per knob at 1000 ns give the whole linear system. A knob whose
+//! solution is negative (the model is already dearer than the host on its primary benchmark)
+//! is set to 0 and the system solved again without it and its benchmark.
+
+use crate::config::{Config, Origin, ThreadSpec};
+use crate::kernel::profile::KFn;
+
+/// calibrate.c's anonymous-fault loop: pages per iteration (FPAGES).
+pub const FAULT_PAGES: u64 = 8192;
+/// Iterations the model runs of each loop (after 5 of warm-up, subtracted).
+const ITERS: u64 = 8;
+const WARMUP: u64 = 5;
+/// The step used to measure each knob's coefficient.
+const STEP: f64 = 1000.0;
+/// Where the model maps the mprotect loop's pages: alone in their 2 MiB block, as calibrate.c's
+/// guard pages keep the host's VMA from merging with a neighbour.
+const AT: &str = "at=0x7e0000200000";
+
+/// The model's run of one program for `WARMUP` and `WARMUP + ITERS` iterations: the difference
+/// of (busy ns, ns under do_syscall_64) per iteration.
+fn per_iter(profile: &str, sets: &[String], body: &str, setup: &str) -> Result<(f64, f64), String> {
+    let run = |iters: u64| -> Result<(f64, f64), String> {
+        let ops = format!("{setup}loop {iters}\n{body}end\n");
+        let threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: Origin { file: "<calibrate model loop>".into(), line: 1 } }];
+        let mut all = vec!["machine.cpus=2".to_string(), "run.max_sim_ms=1000000".into()];
+        all.extend(sets.iter().cloned());
+        let cfg = Config::with_profile(Some(("<calibrated profile>", profile)), &all, threads).map_err(|e| e.to_string())?;
+        let mut sim = crate::sim::Sim::build(&cfg).map_err(|e| e.to_string())?;
+        sim.run(|_| {});
+        if let Some(e) = sim.workload_errors.first() {
+            return Err(format!("the model's calibration loop failed: {e}"));
+        }
+        let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
+        Ok((busy as f64, sim.prof.children_ns(KFn::DoSyscall64) as f64))
+    };
+    let (b0, s0) = run(WARMUP)?;
+    let (b1, s1) = run(WARMUP + ITERS)?;
+    Ok(((b1 - b0) / ITERS as f64, (s1 - s0) / ITERS as f64))
+}
+
+/// A host figure and how the model measures the same thing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bench {
+    /// calibrate.c `fault_touch`: write-touch of a fresh anonymous page, per page.
+    Touch,
+    /// `munmap_per_page`: munmap of the populated, read-only region, per page.
+    Munmap,
+    /// `mprotect_per_page`: mprotect(PROT_READ) of the populated region, per page.
+    MprotectPage,
+    /// `mmap_munmap_pair`: mmap + munmap of one untouched page.
+    MmapPair,
+    /// `mprotect_call`: mprotect RO or RW of one populated page, per call.
+    MprotectCall1,
+    /// `mprotect_call_32`: the same of 32 pages (32 single-page flushes).
+    MprotectCall32,
+}
+
+impl Bench {
+    pub fn host_key(self) -> &'static str {
+        match self {
+            Bench::Touch => "fault_touch",
+            Bench::Munmap => "munmap_per_page",
+            Bench::MprotectPage => "mprotect_per_page",
+            Bench::MmapPair => "mmap_munmap_pair",
+            Bench::MprotectCall1 => "mprotect_call",
+            Bench::MprotectCall32 => "mprotect_call_32",
+        }
+    }
+
+    /// What the knob fitted to this benchmark is said to be measured by, in the profile.
+    pub fn what(self) -> &'static str {
+        match self {
+            Bench::Touch => "write-touch of fresh anon pages (8192 per mmap), per page",
+            Bench::Munmap => "munmap of those 8192 populated read-only pages, per page (the zap, the rmap and LRU removal, the free)",
+            Bench::MprotectPage => "mprotect(PROT_READ) of those 8192 pages, per page (change_pte_range; one full flush)",
+            Bench::MmapPair => "mmap + munmap of one untouched page",
+            Bench::MprotectCall1 => "mprotect RO then RW of one populated page between guard pages, per call",
+            Bench::MprotectCall32 => "mprotect RO then RW of 32 populated pages between guard pages, per call (32 single-page flushes)",
+        }
+    }
+}
+
+/// The model's figure for every benchmark in `benches` under `profile` and `sets`.
+pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f64>, String> {
+    let fault_loop = |with_mprotect: bool| {
+        let body = format!("mmap a {FAULT_PAGES} anon\ntouch a write\n{}munmap a\n", if with_mprotect { "mprotect a r\n" } else { "" });
+        per_iter(profile, sets, &body, "")
+    };
+    let need = |b: &[Bench]| benches.iter().any(|x| b.contains(x));
+    let p1 = if need(&[Bench::Touch, Bench::Munmap, Bench::MprotectPage]) { Some(fault_loop(false)?) } else { None };
+    let p2 = if need(&[Bench::MprotectPage]) { Some(fault_loop(true)?) } else { None };
+    let pages = FAULT_PAGES as f64;
+    let call = |n: u64| per_iter(profile, sets, "mprotect a r\nmprotect a rw\n", &format!("mmap a {n} anon {AT}\ntouch a write\n")).map(|(b, _)| b / 2.0);
+    benches
+        .iter()
+        .map(|b| match b {
+            Bench::Touch => p1.map(|(busy, sys)| (busy - sys) / pages).ok_or_else(String::new),
+            Bench::Munmap => p1.map(|(_, sys)| sys / pages).ok_or_else(String::new),
+            Bench::MprotectPage => Ok((p2.unwrap().1 - p1.unwrap().1) / pages),
+            Bench::MmapPair => per_iter(profile, sets, "mmap a 1 anon\nmunmap a\n", "").map(|(b, _)| b),
+            Bench::MprotectCall1 => call(1),
+            Bench::MprotectCall32 => call(32),
+        })
+        .collect()
+}
+
+/// One unknown: the knob (without `cost.`) and the benchmark it is fitted to first.
+pub type Unknown = (&'static str, Bench);
+
+/// The unknowns in the order calibrate writes them.
+pub const UNKNOWNS: [Unknown; 6] = [
+    ("pte_update_ns", Bench::MprotectPage),
+    ("page_alloc_ns", Bench::Munmap),
+    ("fault_ns", Bench::Touch),
+    ("vma_op_ns", Bench::MmapPair),
+    ("mprotect_ns", Bench::MprotectCall1),
+    ("invlpg_ns", Bench::MprotectCall32),
+];
+
+/// A fitted knob: its value, the host's figure and the model's with the fitted profile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fitted {
+    pub key: &'static str,
+    pub bench: Bench,
+    pub value: f64,
+    pub host: f64,
+    pub model: f64,
+    /// The model was dearer than the host with this knob at 0.
+    pub clamped: bool,
+}
+
+/// Solve `a x = b` (n x n, partial pivoting). None when singular.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for c in 0..n {
+        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))?;
+        if a[p][c].abs() < 1e-9 {
+            return None;
+        }
+        a.swap(c, p);
+        b.swap(c, p);
+        for r in c + 1..n {
+            let f = a[r][c] / a[c][c];
+            for k in c..n {
+                a[r][k] -= f * a[c][k];
+            }
+            b[r] -= f * b[c];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for r in (0..n).rev() {
+        x[r] = (b[r] - (r + 1..n).map(|k| a[r][k] * x[k]).sum::<f64>()) / a[r][r];
+    }
+    Some(x)
+}
+
+/// Fit `unknowns` to the host figures `host` (one per unknown, of its benchmark) on top of
+/// `profile` (the directly measured knobs).
+pub fn fit(profile: &str, unknowns: &[Unknown], host: &[f64]) -> Result<Vec<Fitted>, String> {
+    let mut active: Vec<usize> = (0..unknowns.len()).collect();
+    let mut fixed_zero: Vec<usize> = Vec::new();
+    loop {
+        let sets = |x: &[(usize, f64)]| -> Vec<String> {
+            let mut s: Vec<String> = unknowns.iter().map(|(k, _)| format!("cost.{k}=0")).collect();
+            s.extend(x.iter().map(|(i, v)| format!("cost.{}={v}", unknowns[*i].0)));
+            s
+        };
+        let benches: Vec<Bench> = active.iter().map(|&i| unknowns[i].1).collect();
+        let base = model(profile, &sets(&[]), &benches)?;
+        let mut cols = Vec::new();
+        for &k in &active {
+            let m = model(profile, &sets(&[(k, STEP)]), &benches)?;
+            cols.push(m.iter().zip(&base).map(|(a, b)| (a - b) / STEP).collect::<Vec<f64>>());
+        }
+        let a: Vec<Vec<f64>> = (0..active.len()).map(|r| cols.iter().map(|c| c[r]).collect()).collect();
+        let b: Vec<f64> = active.iter().zip(&base).map(|(&i, m0)| host[i] - m0).collect();
+        let x = solve(a, b).ok_or_else(|| format!("the model does not charge {:?} on their benchmarks (singular system)", active.iter().map(|&i| unknowns[i].0).collect::<Vec<_>>()))?;
+        if let Some(worst) = active.iter().zip(&x).filter(|(_, v)| **v < 0.0).min_by(|a, b| a.1.total_cmp(b.1)).map(|(&i, _)| i) {
+            active.retain(|&i| i != worst);
+            fixed_zero.push(worst);
+            continue;
+        }
+        // Nearly affine, not exactly (more simulated time crosses more timer ticks): two
+        // Newton steps with the same coefficients take up what is left.
+        let mut x = x;
+        for _ in 0..2 {
+            let at: Vec<(usize, f64)> = active.iter().copied().zip(x.iter().copied()).collect();
+            let m = model(profile, &sets(&at), &benches)?;
+            let r: Vec<f64> = active.iter().zip(&m).map(|(&i, mi)| host[i] - mi).collect();
+            let a: Vec<Vec<f64>> = (0..active.len()).map(|r| cols.iter().map(|c| c[r]).collect()).collect();
+            let dx = solve(a, r).expect("the same matrix solved above");
+            x.iter_mut().zip(dx).for_each(|(v, d)| *v = (*v + d).max(0.0));
+        }
+        let mut value = vec![0.0; unknowns.len()];
+        for (&i, v) in active.iter().zip(&x) {
+            value[i] = (v * 100.0).round() / 100.0;
+        }
+        let all: Vec<(usize, f64)> = value.iter().copied().enumerate().collect();
+        let check = model(profile, &sets(&all), &unknowns.iter().map(|u| u.1).collect::<Vec<_>>())?;
+        return Ok(unknowns
+            .iter()
+            .enumerate()
+            .map(|(i, &(key, bench))| Fitted { key, bench, value: value[i], host: host[i], model: check[i], clamped: fixed_zero.contains(&i) })
+            .collect());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn solve_small_systems() {
+        let x = solve(vec![vec![2.0, 1.0], vec![1.0, 3.0]], vec![5.0, 10.0]).unwrap();
+        assert!((x[0] - 1.0).abs() < 1e-12 && (x[1] - 3.0).abs() < 1e-12, "{x:?}");
+        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn the_fitted_model_matches_the_host_figures() {
+        // Host figures the model can reach (each above what the model charges with the
+        // unknowns at 0); after the fit, the model's run of every benchmark gives them.
+        let host = [60.0, 190.0, 1400.0, 4000.0, 980.0, 4200.0];
+        let f = fit("[cost]\n", &UNKNOWNS, &host).unwrap();
+        for x in &f {
+            assert!(!x.clamped && x.value > 0.0, "{x:?}");
+            assert!((x.model - x.host).abs() < 1.0, "{x:?}");
+        }
+        // A host cheaper than the model on one benchmark: that knob is 0, the others still fit.
+        let mut cheap = host;
+        cheap[5] = 1.0;
+        let f = fit("[cost]\n", &UNKNOWNS, &cheap).unwrap();
+        let inv = f.iter().find(|x| x.key == "invlpg_ns").unwrap();
+        assert!(inv.clamped && inv.value == 0.0, "{inv:?}");
+        for x in f.iter().filter(|x| x.key != "invlpg_ns") {
+            assert!((x.model - x.host).abs() < 1.0, "{x:?}");
+        }
+    }
+}
