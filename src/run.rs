@@ -615,7 +615,11 @@ impl Sim {
                     *pc += 1;
                     self.charge_sys(cpu, self.p.syscall_ns);
                     region(self, &r).map(|(s, n)| {
+                        // msync() drops the mmap_lock around vfs_fsync_range(): the write-back
+                        // is under do_syscall_64 in the profile, not under the lock.
+                        self.kfn_enter(cpu, crate::kernel::profile::KFn::DoSyscall64);
                         self.msync_range(cpu, mm, s, n);
+                        self.kfn_exit(cpu);
                         StepResult::Continue
                     })
                 }

@@ -529,6 +529,9 @@ pub struct Params {
     /// Per-folio page-cache insertion and reclaim work not charged elsewhere (cost.filemap_add_folio_ns, cost.shrink_folio_ns).
     pub filemap_add_folio_ns: f64,
     pub shrink_folio_ns: f64,
+    /// Per-folio filesystem work of a write fault on a shared file folio and of writing one back (cost.page_mkwrite_ns, cost.writepage_ns).
+    pub page_mkwrite_ns: f64,
+    pub writepage_ns: f64,
     pub clear_page_ns: f64,
     pub copy_page_ns: f64,
     pub vma_op_ns: f64,
@@ -638,6 +641,8 @@ impl Params {
             page_alloc_ns: c.float("cost.page_alloc_ns"),
             filemap_add_folio_ns: c.float("cost.filemap_add_folio_ns"),
             shrink_folio_ns: c.float("cost.shrink_folio_ns"),
+            page_mkwrite_ns: c.float("cost.page_mkwrite_ns"),
+            writepage_ns: c.float("cost.writepage_ns"),
             clear_page_ns: PAGE_SIZE as f64 / c.float("cost.clear_page_bytes_per_ns"),
             copy_page_ns: PAGE_SIZE as f64 / c.float("cost.copy_page_bytes_per_ns"),
             vma_op_ns: c.float("cost.vma_op_ns"),

@@ -266,8 +266,9 @@ impl Sim {
             self.map_new_anon(cpu, mm, vma.start, vpn, pfn, true, true, true);
             return Ok(());
         }
-        // do_shared_fault(): page_mkwrite, then map writable and dirty.
+        // do_shared_fault(): page_mkwrite (cost.page_mkwrite_ns), then map writable and dirty.
         let pfn = self.filemap_fault(cpu, file, pgoff)?;
+        self.charge_sys(cpu, self.p.page_mkwrite_ns);
         self.folio_mark_dirty(cpu, pfn);
         self.map_file_page(mm, vpn, pfn, true);
         Ok(())
@@ -332,8 +333,9 @@ impl Sim {
         }
         let pfn = pte.pfn();
         if vma.shared() {
-            // wp_page_shared(): page_mkwrite, mark dirty, wp_page_reuse (no flush on x86: a
-            // permission upgrade needs none).
+            // wp_page_shared(): page_mkwrite (cost.page_mkwrite_ns), mark dirty, wp_page_reuse
+            // (no flush on x86: a permission upgrade needs none).
+            self.charge_sys(cpu, self.p.page_mkwrite_ns);
             self.folio_mark_dirty(cpu, pfn);
             self.mm_mut(mm).pgtable.set(vpn, pte.with(Pte::RW | Pte::DIRTY | Pte::ACCESSED, 0));
             return Ok(());

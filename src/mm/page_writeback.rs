@@ -293,6 +293,8 @@ impl Sim {
             self.oracle_writeback(cpu, pfn);
         }
         self.folio_clear_dirty(pfn);
+        // The filesystem's writepages for this folio (cost.writepage_ns).
+        self.charge_sys(cpu, self.p.writepage_ns);
         self.vmstat.count(VmEvent::NR_WRITTEN);
         if async_io {
             // folio_start_writeback()

@@ -638,6 +638,8 @@ impl Sim {
                     // where a later pass finds it clean ([`Sim::wb_end_io`]).
                     self.before_pageout(cpu, pfn, batch);
                     self.folio_clear_dirty(pfn);
+                    // The filesystem's writepage for this folio (cost.writepage_ns).
+                    self.charge_sys(cpu, self.p.writepage_ns);
                     self.frame_mut(pfn).flags |= pg::RECLAIM | pg::WRITEBACK;
                     self.vmstat.count(VmEvent::PGPGOUT);
                     self.vmstat.count(VmEvent::NR_VMSCAN_WRITE);

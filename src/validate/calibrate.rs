@@ -3,8 +3,9 @@
 //! fragment with a `[cost]` table that `--cost-profile F` applies (see `config::profile`).
 //!
 //! Each knob is derived from one measurement by a written rule (the comment written beside it in
-//! the profile says which); every measurement is the minimum over 9 repeats, because noise from
-//! other tasks, interrupts and steal time only adds time. Knobs the host cannot give (no disk, IPIs
+//! the profile says which); every CPU measurement is the minimum over 9 repeats, because noise
+//! from other tasks, interrupts and steal time only adds time; device times (block I/O) are the
+//! median, because a device's latency has a spread of its own that a run meets. Knobs the host cannot give (no disk, IPIs
 //! lost to a busy host) are left out of the profile with a comment saying why, so the defaults
 //! (with their cited sources) stay in force.
 use std::collections::BTreeMap;
@@ -96,12 +97,26 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
 /// the page allocation and free, the fault, the VMA operation, the mprotect call and INVLPG,
 /// on top of the directly measured knobs `d`.
 pub fn derive_fitted(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<Derived>, String> {
-    use super::fit::{fit, UNKNOWNS};
-    let host = UNKNOWNS
+    fit_knobs(m, d, &super::fit::UNKNOWNS)
+}
+
+/// `cost.page_mkwrite_ns` and `cost.writepage_ns`, fitted to calibrate.c's msync loop on top of
+/// every knob derived before (`d`), with a note instead when the host did not run it (no disk).
+pub fn derive_writeback(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
+    if !m.contains_key("ms_touch") {
+        let why = m.get("ms").cloned().unwrap_or_else(|| "not run".into());
+        return Ok((Vec::new(), vec![format!("writeback costs not measured ({why}); cost.page_mkwrite_ns and cost.writepage_ns keep their defaults")]));
+    }
+    Ok((fit_knobs(m, d, &super::fit::UNKNOWNS_WRITEBACK)?, Vec::new()))
+}
+
+fn fit_knobs(m: &BTreeMap<String, String>, d: &[Derived], unknowns: &[super::fit::Unknown]) -> Result<Vec<Derived>, String> {
+    use super::fit::fit;
+    let host = unknowns
         .iter()
         .map(|(_, b)| m.get(b.host_key()).ok_or_else(|| format!("calibrate printed no {}=", b.host_key()))?.parse::<f64>().map_err(|_| format!("bad {}= in calibrate output", b.host_key())))
         .collect::<Result<Vec<f64>, String>>()?;
-    let fitted = fit(&profile_text("-", "-", d, &[]), &UNKNOWNS, &host)?;
+    let fitted = fit(&profile_text("-", "-", d, &[]), unknowns, &host)?;
     Ok(fitted
         .into_iter()
         .map(|x| {
@@ -173,7 +188,7 @@ pub fn derive_page_cache(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<
 }
 
 pub fn profile_text(kernel: &str, date: &str, d: &[Derived], notes: &[String]) -> String {
-    let mut s = format!("# Cost profile written by `mmsim calibrate` on {date}, Linux {kernel} (uname -r).\n# Each value is the minimum over 9 repeats of a microbenchmark (src/validate/calibrate.c).\n# Apply with --cost-profile FILE (run, validate).\n");
+    let mut s = format!("# Cost profile written by `mmsim calibrate` on {date}, Linux {kernel} (uname -r).\n# Each value is the minimum over 9 repeats of a microbenchmark (block I/O: the median; src/validate/calibrate.c).\n# Apply with --cost-profile FILE (run, validate).\n");
     for n in notes {
         s.push_str(&format!("# note: {n}\n"));
     }
@@ -238,6 +253,16 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
         Ok((pd, pn)) => {
             d.extend(pd);
             notes.extend(pn);
+        }
+        Err(e) => {
+            eprintln!("mmsim calibrate: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    match derive_writeback(&m, &d) {
+        Ok((wd, wn)) => {
+            d.extend(wd);
+            notes.extend(wn);
         }
         Err(e) => {
             eprintln!("mmsim calibrate: {e}");

@@ -65,6 +65,10 @@ pub enum Bench {
     MprotectCall1,
     /// `mprotect_call_32`: the same of 32 pages (32 single-page flushes).
     MprotectCall32,
+    /// `ms_touch`: write-touch of a clean cached page of a shared file mapping, per page.
+    MsyncTouch,
+    /// `ms_sync_cpu`: msync(MS_SYNC) of those dirty pages, the caller's CPU time per page.
+    MsyncCpu,
 }
 
 impl Bench {
@@ -76,6 +80,8 @@ impl Bench {
             Bench::MmapPair => "mmap_munmap_pair",
             Bench::MprotectCall1 => "mprotect_call",
             Bench::MprotectCall32 => "mprotect_call_32",
+            Bench::MsyncTouch => "ms_touch",
+            Bench::MsyncCpu => "ms_sync_cpu",
         }
     }
 
@@ -88,6 +94,8 @@ impl Bench {
             Bench::MmapPair => "mmap + munmap of one untouched page",
             Bench::MprotectCall1 => "mprotect RO then RW of one populated page between guard pages, per call",
             Bench::MprotectCall32 => "mprotect RO then RW of 32 populated pages between guard pages, per call (32 single-page flushes)",
+            Bench::MsyncTouch => "write-touch of 8192 clean cached pages of a shared file mapping, per page (a write-protect fault each)",
+            Bench::MsyncCpu => "msync(MS_SYNC) of those 8192 dirty pages, the caller's CPU time per page (not the device's)",
         }
     }
 }
@@ -102,6 +110,11 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
     let p1 = if need(&[Bench::Touch, Bench::Munmap, Bench::MprotectPage]) { Some(fault_loop(false)?) } else { None };
     let p2 = if need(&[Bench::MprotectPage]) { Some(fault_loop(true)?) } else { None };
     let pages = FAULT_PAGES as f64;
+    let ms = if need(&[Bench::MsyncTouch, Bench::MsyncCpu]) {
+        Some(per_iter(profile, sets, "touch a write\nmsync a\n", &format!("mmap a {FAULT_PAGES} file:ms shared\ntouch a write\nmsync a\n"))?)
+    } else {
+        None
+    };
     let call = |n: u64| per_iter(profile, sets, "mprotect a r\nmprotect a rw\n", &format!("mmap a {n} anon {AT}\ntouch a write\n")).map(|(b, _)| b / 2.0);
     benches
         .iter()
@@ -112,6 +125,9 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
             Bench::MmapPair => per_iter(profile, sets, "mmap a 1 anon\nmunmap a\n", "").map(|(b, _)| b),
             Bench::MprotectCall1 => call(1),
             Bench::MprotectCall32 => call(32),
+            // The device's time is idle, not busy: busy less the syscall is the faults.
+            Bench::MsyncTouch => ms.map(|(busy, sys)| (busy - sys) / pages).ok_or_else(String::new),
+            Bench::MsyncCpu => ms.map(|(_, sys)| sys / pages).ok_or_else(String::new),
         })
         .collect()
 }
@@ -128,6 +144,9 @@ pub const UNKNOWNS: [Unknown; 6] = [
     ("mprotect_ns", Bench::MprotectCall1),
     ("invlpg_ns", Bench::MprotectCall32),
 ];
+
+/// The writeback knobs, fitted when the host has a disk file system to write to.
+pub const UNKNOWNS_WRITEBACK: [Unknown; 2] = [("page_mkwrite_ns", Bench::MsyncTouch), ("writepage_ns", Bench::MsyncCpu)];
 
 /// A fitted knob: its value, the host's figure and the model's with the fitted profile.
 #[derive(Clone, Debug, PartialEq)]
@@ -220,6 +239,15 @@ pub fn fit(profile: &str, unknowns: &[Unknown], host: &[f64]) -> Result<Vec<Fitt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writeback_knobs_fit_their_msync_loop() {
+        let base = model("[cost]\n", &["cost.page_mkwrite_ns=0".into(), "cost.writepage_ns=0".into()], &[Bench::MsyncTouch, Bench::MsyncCpu]).unwrap();
+        let host = [base[0] + 700.0, base[1] + 400.0];
+        let f = fit("[cost]\n", &UNKNOWNS_WRITEBACK, &host).unwrap();
+        assert!((f[0].value - 700.0).abs() < 2.0 && (f[1].value - 400.0).abs() < 2.0, "{f:?}");
+        assert!(f.iter().all(|x| (x.model - x.host).abs() < 1.0), "{f:?}");
+    }
 
     #[test]
     fn solve_small_systems() {
