@@ -367,6 +367,19 @@ static double median(double *v)
     return v[REPS / 2];
 }
 
+/* An unlinked scratch file of `bytes` under dir (on a disk), or -1 (the skip printed). */
+static int sized_scratch(const char *dir, const char *key, size_t bytes)
+{
+    char path[4096];
+    int fd = scratch_file(dir, key, path, sizeof(path));
+    if (fd < 0)
+        return -1;
+    unlink(path);
+    if (ftruncate(fd, (off_t)bytes) != 0)
+        die("ftruncate");
+    return fd;
+}
+
 static void bench_block(const char *dir)
 {
     char path[4096];
@@ -445,13 +458,9 @@ static void bench_block(const char *dir)
 #define PC_PAGES 512
 static void bench_pagecache(const char *dir)
 {
-    char path[4096];
-    int fd = scratch_file(dir, "pc", path, sizeof(path));
+    int fd = sized_scratch(dir, "pc", PC_PAGES * PG);
     if (fd < 0)
         return;
-    unlink(path);
-    if (ftruncate(fd, PC_PAGES * PG) != 0)
-        die("ftruncate");
     posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
     volatile char *p = mmap(NULL, PC_PAGES * PG, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
@@ -501,13 +510,9 @@ static uint64_t cpu_ns(void)
 
 static void bench_msync(const char *dir)
 {
-    char path[4096];
-    int fd = scratch_file(dir, "ms", path, sizeof(path));
+    int fd = sized_scratch(dir, "ms", MS_PAGES * PG);
     if (fd < 0)
         return;
-    unlink(path);
-    if (ftruncate(fd, MS_PAGES * PG) != 0)
-        die("ftruncate");
     char *p = mmap(NULL, MS_PAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         die("mmap(shared file)");

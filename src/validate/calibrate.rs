@@ -138,26 +138,10 @@ const PC_ITERS: u64 = 40;
 /// pages one major fault each, then MADV_PAGEOUT) with the cost profile `profile`: (touch,
 /// pageout) in ns, by difference of a 5- and a (5 + PC_ITERS)-iteration run, as validate does.
 pub fn model_page_cache_loop(profile: &str) -> Result<(f64, f64), String> {
-    use crate::config::{Config, Origin, ThreadSpec};
-    use crate::kernel::profile::KFn;
-    let run = |iters: u64| -> Result<(f64, f64), String> {
-        let ops = format!("mmap a {PC_PAGES} file:pc sparse shared prot=r\nloop {iters}\ntouch a read\nmadvise a pageout\nend\n");
-        let threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: Origin { file: "<calibrate page-cache loop>".into(), line: 1 } }];
-        // POSIX_FADV_RANDOM on the host: no read-around, one page per fault.
-        let sets = ["machine.cpus=2".to_string(), "vm.read_ahead_kb=0".into(), "run.max_sim_ms=1000000".into()];
-        let cfg = Config::with_profile(Some(("<calibrated profile>", profile)), &sets, threads).map_err(|e| e.to_string())?;
-        let mut sim = crate::sim::Sim::build(&cfg).map_err(|e| e.to_string())?;
-        sim.run(|_| {});
-        if let Some(e) = sim.workload_errors.first() {
-            return Err(format!("the model's page-cache loop failed: {e}"));
-        }
-        let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
-        Ok((busy as f64, sim.prof.children_ns(KFn::DoSyscall64) as f64))
-    };
-    let (b0, s0) = run(5)?;
-    let (b1, s1) = run(5 + PC_ITERS)?;
-    let pages = (PC_ITERS * PC_PAGES) as f64;
-    Ok((((b1 - b0) - (s1 - s0)) / pages, (s1 - s0) / pages))
+    // POSIX_FADV_RANDOM on the host: no read-around, one page per fault.
+    let setup = format!("mmap a {PC_PAGES} file:pc sparse shared prot=r\n");
+    let (busy, sys) = super::fit::per_iters(profile, &["vm.read_ahead_kb=0".into()], "touch a read\nmadvise a pageout\n", &setup, PC_ITERS)?;
+    Ok(((busy - sys) / PC_PAGES as f64, sys / PC_PAGES as f64))
 }
 
 /// The profile `d` with both page-cache knobs set to 0: the model that their residual is measured against.
@@ -242,31 +226,19 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match derive_fitted(&m, &d) {
-        Ok(fd) => d.extend(fd),
-        Err(e) => {
-            eprintln!("mmsim calibrate: {e}");
-            return ExitCode::from(1);
-        }
-    }
-    match derive_page_cache(&m, &d) {
-        Ok((pd, pn)) => {
-            d.extend(pd);
-            notes.extend(pn);
-        }
-        Err(e) => {
-            eprintln!("mmsim calibrate: {e}");
-            return ExitCode::from(1);
-        }
-    }
-    match derive_writeback(&m, &d) {
-        Ok((wd, wn)) => {
-            d.extend(wd);
-            notes.extend(wn);
-        }
-        Err(e) => {
-            eprintln!("mmsim calibrate: {e}");
-            return ExitCode::from(1);
+    // The knobs fitted by the model's run of calibrate's loops, each on top of all before it.
+    type Step = fn(&BTreeMap<String, String>, &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String>;
+    let steps: [Step; 3] = [|m, d| derive_fitted(m, d).map(|x| (x, Vec::new())), derive_page_cache, derive_writeback];
+    for step in steps {
+        match step(&m, &d) {
+            Ok((x, n)) => {
+                d.extend(x);
+                notes.extend(n);
+            }
+            Err(e) => {
+                eprintln!("mmsim calibrate: {e}");
+                return ExitCode::from(1);
+            }
         }
     }
     // The date is part of the output file only (a record of when the host was measured), never

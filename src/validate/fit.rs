@@ -31,6 +31,12 @@ const AT: &str = "at=0x7e0000200000";
 /// The model's run of one program for `WARMUP` and `WARMUP + ITERS` iterations: the difference
 /// of (busy ns, ns under do_syscall_64) per iteration.
 fn per_iter(profile: &str, sets: &[String], body: &str, setup: &str) -> Result<(f64, f64), String> {
+    per_iters(profile, sets, body, setup, ITERS)
+}
+
+/// [`per_iter`] over `iters` measured iterations.
+pub(super) fn per_iters(profile: &str, sets: &[String], body: &str, setup: &str, iters: u64) -> Result<(f64, f64), String> {
+    let measured = iters;
     let run = |iters: u64| -> Result<(f64, f64), String> {
         let ops = format!("{setup}loop {iters}\n{body}end\n");
         let threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: Origin { file: "<calibrate model loop>".into(), line: 1 } }];
@@ -46,8 +52,8 @@ fn per_iter(profile: &str, sets: &[String], body: &str, setup: &str) -> Result<(
         Ok((busy as f64, sim.prof.children_ns(KFn::DoSyscall64) as f64))
     };
     let (b0, s0) = run(WARMUP)?;
-    let (b1, s1) = run(WARMUP + ITERS)?;
-    Ok(((b1 - b0) / ITERS as f64, (s1 - s0) / ITERS as f64))
+    let (b1, s1) = run(WARMUP + measured)?;
+    Ok(((b1 - b0) / measured as f64, (s1 - s0) / measured as f64))
 }
 
 /// A host figure and how the model measures the same thing.
