@@ -57,7 +57,7 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
     let delta = spin - other;
     if per_iter >= 0.9 && delta > 0.0 {
         for (key, share) in IPI_SPLIT {
-            put(key, delta * share, format!("mprotect RO/RW of one page with a thread of the same mm spinning (SCHED_FIFO) on CPU 1 ({spin:.0} ns) minus with another process spinning there ({other:.0} ns): {delta:.0} ns per flush IPI ({per_iter:.2} TLB interrupts per iteration), split send:deliver:handle = 15:50:35 as the cited defaults"));
+            put(key, delta * share, format!("mprotect RO/RW of one page with a thread of the same mm spinning (SCHED_FIFO) on CPU 1 ({spin:.0} ns) minus with another process spinning there ({other:.0} ns): {delta:.0} ns per iteration, taken as one flush IPI although the host counted {per_iter:.2} TLB interrupts per iteration (docs/host-findings.md §8.3: validate's own loop pays about this per IPI, this loop less), split send:deliver:handle = 15:50:35 as the cited defaults"));
         }
     } else {
         notes.push(format!("IPI costs not derived: {per_iter:.2} TLB interrupts per flushing iteration (want >= 0.9) and {delta:.0} ns difference: the spinning vCPU was not reached (host too busy); the cited defaults stay"));
