@@ -28,18 +28,43 @@ const STEP: f64 = 1000.0;
 /// guard pages keep the host's VMA from merging with a neighbour.
 const AT: &str = "at=0x7e0000200000";
 
+/// A second thread on CPU 1 while the loop runs on CPU 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sibling {
+    None,
+    /// A thread of the same process spinning: in the mm's cpumask, so flushes reach it.
+    SameMm,
+    /// Another process spinning: the same competition for the CPU, no flush IPI.
+    OtherProcess,
+}
+
+/// Per measured iteration of a model loop: busy ns (all CPUs), ns under do_syscall_64, and
+/// elapsed simulated ns.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct PerIter {
+    pub busy: f64,
+    pub sys: f64,
+    pub elapsed: f64,
+}
+
 /// The model's run of one program for `WARMUP` and `WARMUP + ITERS` iterations: the difference
 /// of (busy ns, ns under do_syscall_64) per iteration.
 fn per_iter(profile: &str, sets: &[String], body: &str, setup: &str) -> Result<(f64, f64), String> {
-    per_iters(profile, sets, body, setup, ITERS)
+    per_iters(profile, sets, body, setup, ITERS, Sibling::None).map(|x| (x.busy, x.sys))
 }
 
-/// [`per_iter`] over `iters` measured iterations.
-pub(super) fn per_iters(profile: &str, sets: &[String], body: &str, setup: &str, iters: u64) -> Result<(f64, f64), String> {
+/// [`per_iter`] over `iters` measured iterations, with a `sibling` on CPU 1.
+pub(super) fn per_iters(profile: &str, sets: &[String], body: &str, setup: &str, iters: u64, sibling: Sibling) -> Result<PerIter, String> {
     let measured = iters;
-    let run = |iters: u64| -> Result<(f64, f64), String> {
+    let run = |iters: u64| -> Result<PerIter, String> {
         let ops = format!("{setup}loop {iters}\n{body}end\n");
-        let threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: Origin { file: "<calibrate model loop>".into(), line: 1 } }];
+        let origin = Origin { file: "<calibrate model loop>".into(), line: 1 };
+        let mut threads = vec![ThreadSpec { process: 0, cpu: Some(0), ops, ops_origin: origin.clone() }];
+        match sibling {
+            Sibling::None => {}
+            Sibling::SameMm => threads.push(ThreadSpec { process: 0, cpu: Some(1), ops: "spin forever\n".into(), ops_origin: origin }),
+            Sibling::OtherProcess => threads.push(ThreadSpec { process: 1, cpu: Some(1), ops: "spin forever\n".into(), ops_origin: origin }),
+        }
         let mut all = vec!["machine.cpus=2".to_string(), "run.max_sim_ms=1000000".into()];
         all.extend(sets.iter().cloned());
         let cfg = Config::with_profile(Some(("<calibrated profile>", profile)), &all, threads).map_err(|e| e.to_string())?;
@@ -49,11 +74,11 @@ pub(super) fn per_iters(profile: &str, sets: &[String], body: &str, setup: &str,
             return Err(format!("the model's calibration loop failed: {e}"));
         }
         let busy: u64 = sim.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
-        Ok((busy as f64, sim.prof.children_ns(KFn::DoSyscall64) as f64))
+        Ok(PerIter { busy: busy as f64, sys: sim.prof.children_ns(KFn::DoSyscall64) as f64, elapsed: sim.end_ns as f64 })
     };
-    let (b0, s0) = run(WARMUP)?;
-    let (b1, s1) = run(WARMUP + measured)?;
-    Ok(((b1 - b0) / measured as f64, (s1 - s0) / measured as f64))
+    let (a, b) = (run(WARMUP)?, run(WARMUP + measured)?);
+    let n = measured as f64;
+    Ok(PerIter { busy: (b.busy - a.busy) / n, sys: (b.sys - a.sys) / n, elapsed: (b.elapsed - a.elapsed) / n })
 }
 
 /// A host figure and how the model measures the same thing.
@@ -75,6 +100,10 @@ pub enum Bench {
     MsyncTouch,
     /// `ms_sync_cpu`: msync(MS_SYNC) of those dirty pages, the caller's CPU time per page.
     MsyncCpu,
+    /// `mprotect_spin` - `mprotect_other_spin`: mprotect RO, RW and a write of one page per
+    /// iteration with a thread of the same mm spinning on CPU 1, less the same with another
+    /// process spinning there (the flush IPIs' cost per iteration).
+    IpiDelta,
 }
 
 impl Bench {
@@ -88,6 +117,16 @@ impl Bench {
             Bench::MprotectCall32 => "mprotect_call_32",
             Bench::MsyncTouch => "ms_touch",
             Bench::MsyncCpu => "ms_sync_cpu",
+            Bench::IpiDelta => "mprotect_spin",
+        }
+    }
+
+    /// The host's figure for this benchmark in calibrate.c's output `m`.
+    pub fn host(self, m: &std::collections::BTreeMap<String, String>) -> Result<f64, String> {
+        let f = |k: &str| -> Result<f64, String> { m.get(k).ok_or_else(|| format!("calibrate printed no {k}="))?.parse::<f64>().map_err(|_| format!("bad {k}= in calibrate output")) };
+        match self {
+            Bench::IpiDelta => Ok(f("mprotect_spin")? - f("mprotect_other_spin")?),
+            b => f(b.host_key()),
         }
     }
 
@@ -102,6 +141,7 @@ impl Bench {
             Bench::MprotectCall32 => "mprotect RO then RW of 32 populated pages between guard pages, per call (32 single-page flushes)",
             Bench::MsyncTouch => "write-touch of 8192 clean cached pages of a shared file mapping, per page (a write-protect fault each)",
             Bench::MsyncCpu => "msync(MS_SYNC) of those 8192 dirty pages, the caller's CPU time per page (not the device's)",
+            Bench::IpiDelta => "mprotect RO, RW and a write of one page between guard pages with a thread of the same mm spinning (SCHED_FIFO) on CPU 1, less the same with another process spinning there, per iteration (the flush IPIs; send:deliver:handle = 15:50:35 as the cited defaults)",
         }
     }
 }
@@ -121,6 +161,15 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
     } else {
         None
     };
+    let ipi = if need(&[Bench::IpiDelta]) {
+        let setup = format!("mmap a 1 anon {AT}\ntouch a write\n");
+        let body = "mprotect a r\nmprotect a rw\ntouch a write\n";
+        let spin = per_iters(profile, sets, body, &setup, ITERS, Sibling::SameMm)?;
+        let other = per_iters(profile, sets, body, &setup, ITERS, Sibling::OtherProcess)?;
+        Some(spin.elapsed - other.elapsed)
+    } else {
+        None
+    };
     let call = |n: u64| per_iter(profile, sets, "mprotect a r\nmprotect a rw\n", &format!("mmap a {n} anon {AT}\ntouch a write\n")).map(|(b, _)| b / 2.0);
     benches
         .iter()
@@ -134,6 +183,7 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
             // The device's time is idle, not busy: busy less the syscall is the faults.
             Bench::MsyncTouch => ms.map(|(busy, sys)| (busy - sys) / pages).ok_or_else(String::new),
             Bench::MsyncCpu => ms.map(|(_, sys)| sys / pages).ok_or_else(String::new),
+            Bench::IpiDelta => ipi.ok_or_else(String::new),
         })
         .collect()
 }
@@ -150,6 +200,21 @@ pub const UNKNOWNS: [Unknown; 6] = [
     ("mprotect_ns", Bench::MprotectCall1),
     ("invlpg_ns", Bench::MprotectCall32),
 ];
+
+/// The IPI cost, fitted when the host's spinning sibling was reached: one unknown, the sum of
+/// `cost.ipi_send_ns`, `cost.ipi_deliver_ns` and `cost.ipi_handle_ns`, split as their cited
+/// defaults (300 : 1000 : 700 ns, Amit et al. EuroSys'20): user space sees only their sum.
+pub const UNKNOWN_IPI: Unknown = ("ipi_ns", Bench::IpiDelta);
+pub const IPI_SPLIT: [(&str, f64); 3] = [("ipi_send_ns", 0.15), ("ipi_deliver_ns", 0.50), ("ipi_handle_ns", 0.35)];
+
+/// The `--set`s that give unknown `key` the value `v` (the IPI sum is split over its knobs).
+fn knob_sets(key: &str, v: f64) -> Vec<String> {
+    if key == UNKNOWN_IPI.0 {
+        IPI_SPLIT.iter().map(|(k, share)| format!("cost.{k}={}", v * share)).collect()
+    } else {
+        vec![format!("cost.{key}={v}")]
+    }
+}
 
 /// The writeback knobs, fitted when the host has a disk file system to write to.
 pub const UNKNOWNS_WRITEBACK: [Unknown; 2] = [("page_mkwrite_ns", Bench::MsyncTouch), ("writepage_ns", Bench::MsyncCpu)];
@@ -198,8 +263,8 @@ pub fn fit(profile: &str, unknowns: &[Unknown], host: &[f64]) -> Result<Vec<Fitt
     let mut fixed_zero: Vec<usize> = Vec::new();
     loop {
         let sets = |x: &[(usize, f64)]| -> Vec<String> {
-            let mut s: Vec<String> = unknowns.iter().map(|(k, _)| format!("cost.{k}=0")).collect();
-            s.extend(x.iter().map(|(i, v)| format!("cost.{}={v}", unknowns[*i].0)));
+            let mut s: Vec<String> = unknowns.iter().flat_map(|(k, _)| knob_sets(k, 0.0)).collect();
+            s.extend(x.iter().flat_map(|(i, v)| knob_sets(unknowns[*i].0, *v)));
             s
         };
         let benches: Vec<Bench> = active.iter().map(|&i| unknowns[i].1).collect();
