@@ -61,11 +61,13 @@ impl Sim {
                 }
             }
         }
+        // pte_alloc_one() and friends allocate with __GFP_ZERO: each table page is cleared.
+        let clear: f64 = pfns.iter().map(|&p| self.page_op_ns(cpu, p, false)).sum();
         let mut it = pfns.into_iter();
         let used = self.mm_mut(mm).pgtable.alloc_path(vpn, || it.next().expect("counted"));
         self.mm_mut(mm).nr_ptes += used as u64;
         self.pgtables_changed(used as i64);
-        self.charge_sys(cpu, self.p.page_alloc_ns * used as f64);
+        self.charge_sys(cpu, self.p.page_alloc_ns * used as f64 + clear);
         Ok(())
     }
 
