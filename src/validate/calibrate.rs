@@ -5,9 +5,10 @@
 //! Each knob is derived from one measurement by a written rule (the comment written beside it in
 //! the profile says which); every CPU measurement is the minimum over 9 repeats, because noise
 //! from other tasks, interrupts and steal time only adds time; device times (block I/O) are the
-//! median, because a device's latency has a spread of its own that a run meets. Knobs the host cannot give (no disk, IPIs
-//! lost to a busy host) are left out of the profile with a comment saying why, so the defaults
-//! (with their cited sources) stay in force.
+//! median, because a device's latency has a spread of its own that a run meets. Most CPU knobs
+//! are fitted by the model's own run of the same loops (`super::fit`). Knobs the host cannot
+//! give (no disk, IPIs lost to a busy host) are left out of the profile with a comment saying
+//! why, so the defaults (with their cited sources) stay in force.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
@@ -78,8 +79,9 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
 }
 
 /// The knobs fitted by the model's run of their microbenchmarks (`super::fit`): the PTE update,
-/// the page allocation and free, the fault, the VMA operation, the mprotect call and INVLPG,
-/// on top of the directly measured knobs `d`.
+/// the page allocation and free, the fault, the VMA operation, the mprotect call, INVLPG and
+/// (when the spinning sibling was reached) the IPI sum, on top of the directly measured knobs
+/// `d`; a note when the IPI costs could not be fitted.
 pub fn derive_fitted(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
     use super::fit::{UNKNOWNS, UNKNOWN_IPI};
     let f = |k: &str| -> Result<f64, String> { m.get(k).ok_or_else(|| format!("calibrate printed no {k}="))?.parse::<f64>().map_err(|_| format!("bad {k}= in calibrate output")) };
