@@ -62,6 +62,23 @@ fn every_shipped_scenario_runs_and_is_byte_identical_twice() {
     }
 }
 
+/// scenarios/host/ holds host-sized experiments the every-scenario tests skip (too large): each
+/// must still load and start (a millisecond of simulated time).
+#[test]
+fn host_sized_scenarios_load_and_start() {
+    let mut n = 0;
+    for entry in std::fs::read_dir("scenarios/host").unwrap() {
+        let path = entry.unwrap().path();
+        // The run stops at its time limit: exit status 4 (liveness), with results.
+        let o = mmsim().arg("run").arg(&path).args(["--set", "run.max_sim_ms=1", "--only", "summary"]).output().unwrap();
+        assert_eq!(o.status.code(), Some(4), "{}: {}", path.display(), String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("TimeLimit") && out.contains("page faults"), "{}: {out}", path.display());
+        n += 1;
+    }
+    assert!(n >= 1);
+}
+
 #[test]
 fn a_different_seed_changes_a_random_workload() {
     let a = mmsim().args(["run", "scenarios/pmbench-uniform.toml", "--only", "perf", "--set", "workload.accesses_per_thread=20000"]).output().unwrap();
