@@ -32,9 +32,7 @@ pub fn parse(out: &str) -> BTreeMap<String, String> {
 
 /// The knobs that the measurements `m` give, and notes on those they do not.
 pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>), String> {
-    let f = |k: &str| -> Result<f64, String> {
-        m.get(k).ok_or_else(|| format!("calibrate printed no {k}="))?.parse::<f64>().map_err(|_| format!("bad {k}= in calibrate output"))
-    };
+    let f = |k: &str| super::fit::host_figure(m, k);
     let (mut d, mut notes) = (Vec::new(), Vec::new());
     let mut put = |key: &'static str, value: f64, how: String| d.push(Derived { key, value: (value * 100.0).round() / 100.0, how });
     let syscall = f("syscall")?;
@@ -84,7 +82,7 @@ pub fn derive(m: &BTreeMap<String, String>) -> Result<(Vec<Derived>, Vec<String>
 /// `d`; a note when the IPI costs could not be fitted.
 pub fn derive_fitted(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
     use super::fit::{UNKNOWNS, UNKNOWN_IPI};
-    let f = |k: &str| -> Result<f64, String> { m.get(k).ok_or_else(|| format!("calibrate printed no {k}="))?.parse::<f64>().map_err(|_| format!("bad {k}= in calibrate output")) };
+    let f = |k: &str| super::fit::host_figure(m, k);
     let (other, spin) = (f("mprotect_other_spin")?, f("mprotect_spin")?);
     let per_iter = f("tlb_ipis")? / f("ipi_iters")?;
     let delta = spin - other;

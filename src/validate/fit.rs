@@ -81,6 +81,11 @@ pub(super) fn per_iters(profile: &str, sets: &[String], body: &str, setup: &str,
     Ok(PerIter { busy: (b.busy - a.busy) / n, sys: (b.sys - a.sys) / n, elapsed: (b.elapsed - a.elapsed) / n })
 }
 
+/// The figure `key=` of calibrate.c's output `m`, or an error naming the key.
+pub fn host_figure(m: &std::collections::BTreeMap<String, String>, key: &str) -> Result<f64, String> {
+    m.get(key).ok_or_else(|| format!("calibrate printed no {key}="))?.parse::<f64>().map_err(|_| format!("bad {key}= in calibrate output"))
+}
+
 /// A host figure and how the model measures the same thing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bench {
@@ -123,7 +128,7 @@ impl Bench {
 
     /// The host's figure for this benchmark in calibrate.c's output `m`.
     pub fn host(self, m: &std::collections::BTreeMap<String, String>) -> Result<f64, String> {
-        let f = |k: &str| -> Result<f64, String> { m.get(k).ok_or_else(|| format!("calibrate printed no {k}="))?.parse::<f64>().map_err(|_| format!("bad {k}= in calibrate output")) };
+        let f = |k: &str| host_figure(m, k);
         match self {
             Bench::IpiDelta => Ok(f("mprotect_spin")? - f("mprotect_other_spin")?),
             b => f(b.host_key()),
