@@ -264,7 +264,7 @@ impl Sim {
                         continue;
                     }
                     self.cpus[ci].scheduled = false;
-                    let horizon = self.events.peek_time().unwrap_or(Ns::MAX);
+                    let mut horizon = self.events.peek_time().unwrap_or(Ns::MAX);
                     self.running_cpu = Some(cpu);
                     // No lock request from now on comes before this (kernel/locking.rs prunes).
                     self.locks.floor = self.locks.floor.max(ev.time.min(self.cpus[ci].clock));
@@ -280,6 +280,12 @@ impl Sim {
                         if steps % (1 << 20) == 0 {
                             progress(self);
                         }
+                        // A step may have queued an earlier event (a wake-up of an idle
+                        // CPU's task: kswapd woken by this CPU's allocation); it runs before
+                        // this CPU goes past it. (Until 2026-11-27 the horizon was read once,
+                        // before the loop: a CPU running alone never let a task it woke on an
+                        // idle CPU run, and kswapd never reclaimed beside a single reader.)
+                        horizon = horizon.min(self.events.peek_time().unwrap_or(Ns::MAX));
                         // step_cpu re-kicks the CPU if it has more to do.
                         // A CPU past run.max_sim_ms goes back to the queue, where the limit
                         // is checked: a lone thread that never waits would otherwise never pop.

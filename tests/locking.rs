@@ -89,3 +89,22 @@ fn runs_with_locks_are_byte_identical() {
     let b = Report::from_sim(&run_path("scenarios/lru-file-mmap-read.toml", &[]).0, Outcome::Completed);
     assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
 }
+
+/// One reader pinned to CPU 0 of a two-CPU machine streams a file three times memory: kswapd,
+/// woken by its allocations, runs on the idle CPU 1 and does most of the reclaim (on this
+/// development host's Linux 6.18, the same experiment: 3.43 M pages by kswapd, 80 by direct
+/// reclaim, docs/host-findings.md §8.5). Until 2026-11-27 the event loop let a CPU running
+/// alone go on past an event it had just queued, so kswapd never ran and the reader did all
+/// the reclaim itself.
+#[test]
+fn kswapd_reclaims_on_the_idle_cpu_beside_a_lone_reader() {
+    let one = "[machine]\ncpus = 2\nmem_per_node_mib = 256\n[kernel]\npreset = \"linux-6.18\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\nmmap f 196608 file:r sparse shared prot=r\ntouch f read\n\"\"\"\n";
+    let cfg = mmsim::config::load_str("one.toml", one, &[]).unwrap();
+    let mut sim = Sim::build(&cfg).unwrap();
+    let out = sim.run(|_| {});
+    assert_eq!(out, Outcome::Completed);
+    let r = Report::from_sim(&sim, out);
+    let (k, d) = (r.counters["pgsteal_kswapd"], r.counters["pgsteal_direct"]);
+    assert!(k > 4 * d && k > 100_000, "kswapd {k}, direct {d}");
+    assert!(sim.cpus[1].stats.sys_ns > 0, "kswapd's time is on CPU 1");
+}
