@@ -83,12 +83,12 @@ enum Cmd {
         cost_profile: Option<PathBuf>,
     },
     /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
-    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling) and block I/O costs (only if FILEDIR is on a disk), each the minimum of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
+    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk), each the minimum (block I/O: the median) of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
     Calibrate {
         /// Write the profile here (atomically); without it, print it.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
-        /// Directory on a disk file system for the block-I/O test (default /var/tmp).
+        /// Directory on a disk file system for the block-I/O and msync tests, and for the page-cache loop's scratch file system (default /var/tmp).
         #[arg(long, value_name = "DIR")]
         filedir: Option<PathBuf>,
     },

@@ -1,8 +1,10 @@
 /*
  * calibrate: microbenchmarks for the cost knobs of mmsim's model, run by `mmsim calibrate`.
  *
- * Usage: calibrate [FILEDIR]     (FILEDIR: directory on a disk file system for the block-I/O
- *                                 test; default /var/tmp; skipped if it is tmpfs or O_DIRECT fails)
+ * Usage: calibrate [FILEDIR [PCDIR]]  (FILEDIR: directory on a disk file system for the block-I/O
+ *                                 and msync tests; default /var/tmp; skipped if it is tmpfs or
+ *                                 O_DIRECT fails. PCDIR: directory for the page-cache loop, on a
+ *                                 file system with 4 KiB page-cache folios; default FILEDIR)
  * Output: one `name=value` line per measurement (ns, or bytes/ns), then `tlb_ipis=N` (shootdowns
  * counted on the TLB: line during the IPI test) and `block=skipped:REASON` when there is no disk.
  * Every figure is the minimum over REPS repeats of a loop (noise from other tasks, interrupts
@@ -24,6 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <signal.h>
@@ -460,30 +465,51 @@ static void bench_block(const char *dir)
     printf("block_read_4k=%.1f\nblock_write_4k=%.1f\nblock_read_1m=%.1f\nblock_write_1m=%.1f\n", median(rds), median(wrs), median(rd1ms), median(wr1ms));
 }
 
-/* ---- page cache: a sparse file's PC_PAGES pages, mapped shared and read-touched (each a major
- * fault of one page: POSIX_FADV_RANDOM turns read-around off; a hole needs no I/O), then paged
- * out with MADV_PAGEOUT; per page, the touch and the pageout separately. The model runs the same
- * loop (calibrate.rs), and the differences are its per-folio page-cache costs. */
+/* ---- page cache: a sparse file's PC_PAGES pages, mapped shared and read-touched (a hole needs
+ * no I/O), then paged out with MADV_PAGEOUT; per page, the touch and the pageout separately.
+ * The faults read the file by mmap read-around (read_ahead_kb of the file's device: printed,
+ * and the model runs the loop with it; POSIX_FADV_RANDOM does not turn mmap read-around off,
+ * only MADV_RANDOM would, and it makes every fault a major one that drops mmap_lock and
+ * retries) and map it by fault-around. Between iterations, untimed, the file is truncated and
+ * re-extended, which deletes the shadow entries the pageout left: every read is a first read,
+ * as in a streaming reader, not a workingset_refault(). The model runs the same loop
+ * (calibrate.rs), and the differences are its per-folio page-cache costs. Linux 6.x gives
+ * ext4 and xfs files large folios, which the model does not have: `mmsim calibrate` runs this
+ * loop on a loop-mounted ext4 with data=journal (4 KiB folios) when it can (argv[2]). */
 #define PC_PAGES 512
 static void bench_pagecache(const char *dir)
 {
     int fd = sized_scratch(dir, "pc", PC_PAGES * PG);
     if (fd < 0)
         return;
-    posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+    struct stat st;
+    char bdi[128];
+    long ra_kb = -1;
+    if (fstat(fd, &st) == 0) {
+        snprintf(bdi, sizeof(bdi), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev), minor(st.st_dev));
+        FILE *f = fopen(bdi, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &ra_kb) != 1)
+                ra_kb = -1;
+            fclose(f);
+        }
+    }
     volatile char *p = mmap(NULL, PC_PAGES * PG, PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         die("mmap(sparse file)");
-    double touch = 1e18, pageout = 1e18;
+    double touch = 1e18, pageout = 1e18, faults = 0;
     char sum = 0;
     for (int r = 0; r < REPS; r++) {
         const int n = 40;
         double t = 0, o = 0;
         for (int k = 0; k < n + 5; k++) {
+            struct rusage u0, u1;
+            getrusage(RUSAGE_SELF, &u0);
             uint64_t a = now_ns();
             for (int i = 0; i < PC_PAGES; i++)
                 sum += p[(size_t)i * PG];
             uint64_t b = now_ns();
+            getrusage(RUSAGE_SELF, &u1);
             if (madvise((void *)p, PC_PAGES * PG, MADV_PAGEOUT) != 0) {
                 printf("pc=skipped:no-MADV_PAGEOUT\n");
                 munmap((void *)p, PC_PAGES * PG);
@@ -491,8 +517,12 @@ static void bench_pagecache(const char *dir)
                 return;
             }
             uint64_t c = now_ns();
-            if (k >= 5)
+            if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)(PC_PAGES * PG)) != 0)
+                die("ftruncate(page-cache file)");
+            if (k >= 5) {
                 t += (double)(b - a), o += (double)(c - b);
+                faults += (double)(u1.ru_minflt + u1.ru_majflt - u0.ru_minflt - u0.ru_majflt);
+            }
         }
         touch = min_d(touch, t / n / PC_PAGES);
         pageout = min_d(pageout, o / n / PC_PAGES);
@@ -500,7 +530,9 @@ static void bench_pagecache(const char *dir)
     (void)sum;
     munmap((void *)p, PC_PAGES * PG);
     close(fd);
-    printf("pc_touch=%.1f\npc_pageout=%.1f\n", touch, pageout);
+    printf("pc_touch=%.1f\npc_pageout=%.1f\npc_faults_per_page=%.4f\n", touch, pageout, faults / (REPS * 40.0 * PC_PAGES));
+    if (ra_kb >= 0)
+        printf("pc_read_ahead_kb=%ld\n", ra_kb);
 }
 
 /* ---- writeback: a file's MS_PAGES pages mapped shared, written back once, then REPS times:
@@ -574,7 +606,7 @@ int main(int argc, char **argv)
     printf("fork=%.1f\n", bench_fork(&ew));
     printf("exit_wait=%.1f\n", ew);
     bench_block(argc > 1 ? argv[1] : "/var/tmp");
-    bench_pagecache(argc > 1 ? argv[1] : "/var/tmp");
+    bench_pagecache(argc > 2 ? argv[2] : argc > 1 ? argv[1] : "/var/tmp");
     bench_msync(argc > 1 ? argv[1] : "/var/tmp");
     return 0;
 }
