@@ -130,7 +130,9 @@ ops = "spin forever"
 /// meets those folios again marked and stalls in congestion_wait(); 5.13's and 6.18's kswapd
 /// passes always take some clean folios, so the node is never flagged and kswapd never stalls
 /// (docs/reclaim.md, "The writeback window"). The stall sleeps kswapd, not its CPU: the writer
-/// keeps reclaiming meanwhile. (STREAM, 1.5x memory with only reclaim waking the flusher, no
+/// keeps going and reclaims for itself meanwhile (kswapd, on the otherwise idle CPU 1, does
+/// the rest: until 2026-11-27 the event loop never ran it beside a lone writer, and the writer
+/// did all the reclaim, so this test asked for >1000 direct pages). (STREAM, 1.5x memory with only reclaim waking the flusher, no
 /// longer stalls: since direct reclaim runs in steps, 4.2's kswapd runs beside the writer and
 /// writes most dirty folios itself, asynchronously.)
 #[test]
@@ -139,11 +141,12 @@ fn a_slow_device_stalls_4_2_kswapd_on_writeback() {
     let stalls = |preset: &str| {
         let sim = run(&stream, &[&format!("kernel.preset={preset}"), "cost.block_write_bytes_per_ns=0.15"]);
         assert!(sim.vmstat.get(VmEvent::NR_WRITTEN) > 0, "{preset}");
-        (sim.vmstat.get(VmEvent::RECLAIM_THROTTLE_WRITEBACK), sim.vmstat.get(VmEvent::PGSTEAL_DIRECT))
+        (sim.vmstat.get(VmEvent::RECLAIM_THROTTLE_WRITEBACK), sim.vmstat.get(VmEvent::PGSTEAL_DIRECT), sim.vmstat.get(VmEvent::PGSTEAL_KSWAPD))
     };
-    let (s42, direct42) = stalls("\"linux-4.2\"");
+    let (s42, direct42, kswapd42) = stalls("\"linux-4.2\"");
     assert!(s42 >= 1, "4.2's kswapd stalls");
-    assert!(direct42 > 1000, "the writer reclaims for itself meanwhile: {direct42}");
+    assert!(direct42 > 0, "the writer reclaims for itself meanwhile: {direct42}");
+    assert!(kswapd42 > direct42, "kswapd, on the idle CPU, does most of it: {kswapd42} against {direct42}");
     for preset in ["\"linux-5.13\"", "\"linux-6.18\""] {
         assert_eq!(stalls(preset).0, 0, "{preset}");
     }
