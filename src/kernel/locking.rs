@@ -652,7 +652,15 @@ impl Sim {
         }
         let work = crate::sim::round_ns(work_ns);
         let t = self.now(cpu);
-        let (s, handoff) = self.locks.book(id, cpu, t, mode == Mode::Shared, work);
+        let (s, handoff) = self.book_section(cpu, id, t, mode == Mode::Shared, work);
+        self.lock_wait(cpu, id.class(), s - t, handoff);
+        s - t
+    }
+
+    /// Book a section of `work` ns requested at `t` on lock `id`'s calendar, with its lock_stat
+    /// figures and (irq-disabling locks) its interrupts-off interval. Returns (grant, hand-off).
+    fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
+        let (s, handoff) = self.locks.book(id, cpu, t, shared, work);
         let bounce = handoff > 0;
         let class = id.class();
         let st = &mut self.locks.stats[class as usize];
@@ -663,8 +671,19 @@ impl Sim {
         if class.irqs_off() {
             self.locks.irq_off(cpu, t, s + handoff + work);
         }
-        self.lock_wait(cpu, class, s - t, handoff);
-        s - t
+        (s, handoff)
+    }
+
+    /// [`Sim::lock_section`] of a spinlock for a section `cpu` runs from time `t` in interrupt or
+    /// kworker context, off its task's clock: nothing is charged here (the caller steals the
+    /// section's time from the CPU). Returns when the section ends (wait, hand-off and work).
+    pub fn lock_section_at(&mut self, cpu: CpuId, id: LockId, t: Ns, work_ns: f64) -> Ns {
+        let work = crate::sim::round_ns(work_ns);
+        if !self.locks.enabled {
+            return t + work;
+        }
+        let (s, handoff) = self.book_section(cpu, id, t, false, work);
+        s + handoff + work
     }
 
     /// Charge a wait and a hand-off on `cpu`: a spinlock waiter spins (system time in

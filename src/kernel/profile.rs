@@ -51,9 +51,10 @@ pub enum KFn {
     TryToMigrate,
     DoNumaPage,
     LufTakeoff,
+    DrainAllPages,
 }
 
-pub const NKFN: usize = KFn::LufTakeoff as usize + 1;
+pub const NKFN: usize = KFn::DrainAllPages as usize + 1;
 
 impl KFn {
     pub const ALL: [KFn; NKFN] = [
@@ -91,6 +92,7 @@ impl KFn {
         KFn::TryToMigrate,
         KFn::DoNumaPage,
         KFn::LufTakeoff,
+        KFn::DrainAllPages,
     ];
 
     pub fn symbol(self) -> &'static str {
@@ -130,6 +132,7 @@ impl KFn {
             KFn::TryToMigrate => "try_to_migrate",
             KFn::DoNumaPage => "do_numa_page",
             KFn::LufTakeoff => "luf_takeoff_end",
+            KFn::DrainAllPages => "drain_all_pages",
         }
     }
 }
@@ -188,8 +191,13 @@ impl Profile {
 
     /// Interrupt time: an IPI handler.
     pub fn charge_irq(&mut self, ns: Ns) {
-        self.self_ns[KFn::FlushTlbFunc as usize] += ns;
-        self.children_done[KFn::FlushTlbFunc as usize] += ns;
+        self.charge_irq_in(ns, KFn::FlushTlbFunc);
+    }
+
+    /// Interrupt time spent in `f` under `sysvec_call_function` (a function-call IPI's handler).
+    pub fn charge_irq_in(&mut self, ns: Ns, f: KFn) {
+        self.self_ns[f as usize] += ns;
+        self.children_done[f as usize] += ns;
         self.children_done[KFn::SysvecCallFunction as usize] += ns;
     }
 

@@ -687,8 +687,8 @@ impl Sim {
         if c.free + c.hugetlb + c.vmemmap + c.other != c.total {
             return Err(format!("census does not add up: {c:?}"));
         }
-        if c.free != self.nr_free_pages() {
-            return Err(format!("{} FREE frames but {} on the free lists", c.free, self.nr_free_pages()));
+        if c.free != self.nr_free_pages() + self.nr_pcp_pages() {
+            return Err(format!("{} FREE frames but {} on the free lists and {} on pcp lists", c.free, self.nr_free_pages(), self.nr_pcp_pages()));
         }
         let folio_frames: u64 = self.hugetlb.folios.values().map(|f| 1u64 << HPAGE_ORDERS[f.hstate as usize]).sum();
         if folio_frames != c.hugetlb {

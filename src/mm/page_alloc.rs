@@ -107,7 +107,6 @@ impl Sim {
                 self.list_add(node, order, p);
                 p += 1 << order;
             }
-            self.nodes[node].nr_free = nr as u64;
             self.nodes[node].wmark = watermarks(nr as u64, total, min_free_kbytes, scale);
         }
         let batch: Vec<usize> = self.nodes.iter().map(|n| pcp_batch(n.nr_pages as u64)).collect();
@@ -133,6 +132,10 @@ impl Sim {
         let fa = &mut self.nodes[node].free_area;
         fa.head[order] = pfn;
         fa.nr_free[order] += 1;
+        // NR_FREE_PAGES counts the buddy's pages only (__add_to_free_list → account_freepages();
+        // 4.2: __free_one_page() and rmqueue_bulk()): a page on a pcp list is not free to the
+        // watermarks.
+        self.nodes[node].nr_free += 1 << order;
     }
 
     fn list_del(&mut self, node: usize, order: usize, pfn: u32) {
@@ -152,6 +155,7 @@ impl Sim {
         f.lru_next = NIL;
         f.lru_prev = NIL;
         self.nodes[node].free_area.nr_free[order] -= 1;
+        self.nodes[node].nr_free -= 1 << order;
     }
 
     /// `__free_one_page()`: put a block back, merging with free buddies. Every frame of the
@@ -204,9 +208,16 @@ impl Sim {
         None
     }
 
-    /// Free pages of a node (buddy + its CPUs' pcp lists), as NR_FREE_PAGES.
+    /// Free pages of a node as NR_FREE_PAGES: the buddy's only, not the pages on its CPUs' pcp
+    /// lists (which is why the watermarks can fail with free pages on pcp lists, and why an
+    /// allocation that fails after direct reclaim drains them: [`Sim::drain_all_pages`]).
     pub fn node_free_pages(&self, node: usize) -> u64 {
         self.nodes[node].nr_free
+    }
+
+    /// Pages on every CPU's pcp lists (free, but not counted in NR_FREE_PAGES).
+    pub fn nr_pcp_pages(&self) -> u64 {
+        self.pcp.iter().flatten().map(|p| p.list.len() as u64).sum()
     }
 
     pub fn nr_free_pages(&self) -> u64 {
@@ -230,8 +241,6 @@ impl Sim {
         if self.oracle.is_some() {
             self.oracle_alloc(Pfn(pfn), order);
         }
-        let node = self.pfn_to_nid(Pfn(pfn));
-        self.nodes[node].nr_free -= 1 << order;
         self.vmstat.add(VmEvent::PGALLOC, 1 << order);
     }
 
@@ -279,7 +288,8 @@ impl Sim {
                 self.charge_sys(cpu, work);
                 self.kfn_exit(cpu);
             }
-            // Pages on a pcp list still count as free (NR_FREE_PAGES) in Linux; keep it so.
+            // The pages left the buddy: NR_FREE_PAGES fell by `got` (rmqueue_bulk()), and the
+            // pcp list's pages do not count as free until they go back.
         }
         self.pcp[ci][node].list.pop().map(|p| p.0)
     }
@@ -362,6 +372,12 @@ impl Sim {
             if reclaimed == 0 {
                 break;
             }
+            // __alloc_pages_direct_reclaim(): "If an allocation failed after direct reclaim, it
+            // could be because pages are pinned on the per-cpu lists. Drain them and try again."
+            self.drain_all_pages(cpu);
+            if let Some(p) = self.get_page_from_freelist(cpu, nid, |w| w.min) {
+                return Some(p);
+            }
         }
         // Last resort below min (ALLOC_HARDER/OOM victim reserves), then OOM.
         if let Some(p) = self.alloc_page(nid) {
@@ -391,7 +407,6 @@ impl Sim {
             self.oracle_free(pfn, 0, luf != 0);
         }
         self.vmstat.count(VmEvent::PGFREE);
-        self.nodes[node].nr_free += 1;
         // The old mapping and index go; the tag takes the index's place.
         self.frames[pfn.0 as usize] = Frame::free(luf);
         let Some(cpu) = self.running_cpu else {
@@ -403,27 +418,139 @@ impl Sim {
         if pcp.list.len() > pcp.high {
             // free_pcppages_bulk(): the oldest `batch` pages go back to the buddy.
             let batch = pcp.batch.min(pcp.list.len());
-            let out: Vec<Pfn> = pcp.list.drain(..batch).collect();
-            for p in out {
-                self.free_one_page(p.0, 0);
+            self.free_pcppages_bulk(cpu, cpu, node, batch);
+        }
+    }
+
+    /// `free_pcppages_bulk()` run by `cpu`: the oldest `count` pages of `owner`'s pcp list for
+    /// `node` go back to the buddy, under zone->lock (spin_lock_irqsave): one dependent cache
+    /// miss per page merged back into a buddy list.
+    fn free_pcppages_bulk(&mut self, cpu: CpuId, owner: CpuId, node: usize, count: usize) {
+        let out: Vec<Pfn> = self.pcp[owner.0 as usize][node].list.drain(..count).collect();
+        for p in out {
+            self.free_one_page(p.0, 0);
+        }
+        self.kfn_enter(cpu, KFn::FreePcppagesBulk);
+        let work = self.miss_ns(cpu, NodeId(node as u32)) * count as f64;
+        self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
+        self.charge_sys(cpu, work);
+        self.kfn_exit(cpu);
+    }
+
+    /// Some node of the zonelist of an allocation on `nid` is above its min watermark
+    /// (`get_page_from_freelist()` with ALLOC_WMARK_MIN would find a page).
+    pub fn min_watermark_ok(&self, nid: NodeId) -> bool {
+        let _ = nid;
+        (0..self.nodes.len()).any(|node| self.watermark_ok(node, self.nodes[node].wmark.min))
+    }
+
+    /// `drain_all_pages(NULL)`, called by `__alloc_pages_direct_reclaim()` when the allocation
+    /// after a reclaim that made progress fails: every CPU's pcp pages go back to the buddy,
+    /// where NR_FREE_PAGES counts them (the reclaimers freed their pages to their own pcp
+    /// lists). How, per version:
+    /// - before 4.11, `on_each_cpu_mask(&cpus_with_pcps, drain_local_pages, NULL, 1)`: a
+    ///   function-call IPI to every other CPU with pcp pages, whose handler empties them under
+    ///   each zone's zone->lock with interrupts off; the caller drains its own lists and spins
+    ///   until the last handler is done. Every failing reclaimer drains, so on many CPUs the
+    ///   handlers queue on the zone locks ("mm, page_alloc: drain per-cpu pages from workqueue
+    ///   context", 4.11, replaced the IPIs);
+    /// - 4.11 to 5.19, the same lists drained by a work item queued on each of those CPUs
+    ///   (`drain_local_pages_wq`, kworker), the caller asleep in flush_work() until the last is
+    ///   done; and only one drain at a time: one that finds `pcpu_drain_mutex` held returns at
+    ///   once (mutex_trylock);
+    /// - 6.0+, the caller empties every CPU's lists itself ("mm/page_alloc: remotely drain
+    ///   per-cpu lists"), under the same mutex.
+    ///
+    /// Departures: the kworker's time on a target is charged as stolen interrupt time after a
+    /// reschedule IPI (two context switches and the drain); the mutex is a busy-until time.
+    pub fn drain_all_pages(&mut self, cpu: CpuId) {
+        self.vmstat.count(VmEvent::DRAIN_ALL_PAGES);
+        let with: Vec<CpuId> = (0..self.cpus.len()).filter(|&c| self.pcp[c].iter().any(|p| !p.list.is_empty())).map(|c| CpuId(c as u32)).collect();
+        let t0 = self.now(cpu);
+        if self.p.kver >= (4, 11) {
+            if self.pcpu_drain_until > t0 {
+                return;
             }
-            // Under zone->lock (spin_lock_irqsave): one dependent cache miss per page merged
-            // back into a buddy list.
-            self.kfn_enter(cpu, KFn::FreePcppagesBulk);
-            let work = self.miss_ns(cpu, NodeId(node as u32)) * batch as f64;
-            self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
-            self.charge_sys(cpu, work);
+            self.pcpu_drain_until = Ns::MAX;
+        }
+        self.kfn_enter(cpu, KFn::DrainAllPages);
+        if self.p.kver >= (6, 0) {
+            for &c in &with {
+                for node in 0..self.nodes.len() {
+                    let n = self.pcp[c.0 as usize][node].list.len();
+                    if n > 0 {
+                        self.free_pcppages_bulk(cpu, c, node, n);
+                    }
+                }
+            }
+        } else {
+            let wq = self.p.kver >= (4, 11);
+            let mut done = t0;
+            let mut sent = 0u32;
+            for &c in &with {
+                if c == cpu {
+                    continue;
+                }
+                sent += 1;
+                let taken = self.ipi_taken_at(cpu, c, t0, sent);
+                // The handler (or the kworker after two context switches) empties c's lists.
+                let start = if wq { taken + (2.0 * self.p.context_switch_ns).round() as Ns } else { taken + self.p.ipi_handle_ns.round() as Ns };
+                let mut end = start;
+                for node in 0..self.nodes.len() {
+                    let n = self.pcp[c.0 as usize][node].list.len();
+                    if n == 0 {
+                        continue;
+                    }
+                    let out: Vec<Pfn> = self.pcp[c.0 as usize][node].list.drain(..).collect();
+                    for p in out {
+                        self.free_one_page(p.0, 0);
+                    }
+                    let work = self.miss_ns(c, NodeId(node as u32)) * n as f64;
+                    end = self.lock_section_at(c, LockId::Zone(node as u32), end, work);
+                }
+                self.steal_irq_time_in(c, taken, end - taken, KFn::FreePcppagesBulk);
+                if !wq {
+                    // The CAL line of /proc/interrupts (a kworker's wake-up is a RES one, not counted).
+                    self.cpus[c.0 as usize].stats.irq_call_count += 1;
+                }
+                done = done.max(end);
+            }
+            self.kfn_enter(cpu, KFn::SmpCallFunctionManyCond);
+            if sent > 0 {
+                self.charge_sys(cpu, self.p.ipi_send_ns * sent as f64);
+            }
             self.kfn_exit(cpu);
+            // The caller's own lists (drain_local_pages() in place, or its own work item).
+            for node in 0..self.nodes.len() {
+                let n = self.pcp[cpu.0 as usize][node].list.len();
+                if n > 0 {
+                    self.free_pcppages_bulk(cpu, cpu, node, n);
+                }
+            }
+            let now = self.now(cpu);
+            if done > now {
+                if wq {
+                    // flush_work(): asleep, the CPU idles.
+                    self.cpus[cpu.0 as usize].clock = done;
+                } else {
+                    // smp_call_function_many(..., wait=1): spinning.
+                    self.kfn_enter(cpu, KFn::SmpCallFunctionManyCond);
+                    self.charge_sys(cpu, (done - now) as f64);
+                    self.kfn_exit(cpu);
+                }
+            }
+        }
+        self.kfn_exit(cpu);
+        if self.p.kver >= (4, 11) {
+            self.pcpu_drain_until = self.now(cpu);
         }
     }
 
     /// Free a whole block of `1 << order` pages straight to the buddy (huge pages, contiguous runs).
     pub fn free_pages_order(&mut self, pfn: Pfn, order: usize) {
-        let node = self.pfn_to_nid(pfn);
         if self.oracle.is_some() {
             self.oracle_free(pfn, order, false);
         }
-        self.nodes[node].nr_free += 1 << order;
         self.vmstat.add(VmEvent::PGFREE, 1 << order);
         for f in &mut self.frames[pfn.0 as usize..(pfn.0 + (1 << order)) as usize] {
             *f = Frame::free(0);
@@ -478,7 +605,6 @@ impl Sim {
                         self.frames[q as usize] = Frame::allocated((q == base) as u32);
                         self.last_cpupid.reset(Pfn(q));
                     }
-                    self.nodes[node].nr_free -= nr as u64;
                     self.vmstat.add(VmEvent::PGALLOC, nr as u64);
                     return Some(Pfn(base));
                 }
@@ -599,5 +725,79 @@ mod tests {
     fn pcp_batch_is_capped() {
         assert_eq!(pcp_batch(4 << 20), 63);
         assert!(pcp_batch(1024) >= 1);
+    }
+
+    fn sim_on(preset: &str, cpus: u32) -> Sim {
+        let cfg = crate::config::Config::defaults(&[format!("machine.cpus={cpus}"), "machine.mem_per_node_mib=64".into(), format!("kernel.preset=\"{preset}\"")]).unwrap();
+        Sim::new(&cfg)
+    }
+
+    /// Pages on a pcp list are free but not in NR_FREE_PAGES (Linux: rmqueue_bulk() takes them
+    /// off the count, a free to the pcp list does not add them back; only the buddy counts).
+    #[test]
+    fn nr_free_pages_counts_the_buddy_not_the_pcp_lists() {
+        let mut s = sim_on("linux-6.18", 2);
+        let total = s.nr_free_pages();
+        s.running_cpu = Some(CpuId(1));
+        let p = s.alloc_pages(CpuId(1), NodeId(0)).unwrap();
+        let batch = s.pcp[1][0].batch as u64;
+        assert_eq!(s.nr_free_pages(), total - batch, "the refill took a batch off the buddy");
+        assert_eq!(s.nr_pcp_pages(), batch - 1);
+        s.frames[p.0 as usize].refcount = 0;
+        s.free_page(p);
+        assert_eq!(s.nr_free_pages(), total - batch, "a page freed to a pcp list is not counted free");
+        assert_eq!(s.nr_pcp_pages(), batch);
+        s.drain_pcp(0);
+        assert_eq!((s.nr_free_pages(), s.nr_pcp_pages()), (total, 0));
+    }
+
+    /// Fill CPU `c`'s pcp list with `n` pages (allocated on it, then freed there).
+    fn fill_pcp(s: &mut Sim, c: u32, n: usize) {
+        s.running_cpu = Some(CpuId(c));
+        let got: Vec<Pfn> = (0..n).map(|_| s.alloc_pages(CpuId(c), NodeId(0)).unwrap()).collect();
+        for p in got {
+            s.frames[p.0 as usize].refcount = 0;
+            s.free_page(p);
+        }
+        s.running_cpu = None;
+    }
+
+    /// drain_all_pages() per version: 4.2 interrupts every other CPU with pcp pages and spins
+    /// until the last handler is done; 5.13 queues work and sleeps, and a second drain while
+    /// one runs returns at once (pcpu_drain_mutex); 6.18 empties every list itself.
+    #[test]
+    fn drain_all_pages_per_version() {
+        let calls = |s: &Sim| s.cpus.iter().map(|c| c.stats.irq_call_count).sum::<u64>();
+        for preset in ["linux-4.2", "linux-5.13", "linux-6.18"] {
+            let mut s = sim_on(preset, 4);
+            for c in 1..4 {
+                fill_pcp(&mut s, c, 40);
+            }
+            let total = s.nr_free_pages() + s.nr_pcp_pages();
+            let (t0, sys0) = (s.cpus[0].clock, s.cpus[0].stats.sys_ns);
+            s.drain_all_pages(CpuId(0));
+            assert_eq!((s.nr_pcp_pages(), s.nr_free_pages()), (0, total), "{preset}: every list went back to the buddy");
+            let waited = s.cpus[0].clock - t0;
+            let spun = s.cpus[0].stats.sys_ns - sys0;
+            match preset {
+                "linux-4.2" => {
+                    assert_eq!(calls(&s), 3, "one function-call IPI per other CPU");
+                    assert!(spun >= waited && waited > s.p.ipi_deliver_ns as u64, "the caller spins until the handlers end: {spun} {waited}");
+                }
+                "linux-5.13" => {
+                    assert_eq!(calls(&s), 0, "work items, not function-call IPIs");
+                    assert!(spun < waited, "the caller sleeps in flush_work(): {spun} {waited}");
+                    // A drain that finds another one in progress returns.
+                    fill_pcp(&mut s, 2, 10);
+                    s.pcpu_drain_until = s.cpus[0].clock + 1_000_000;
+                    s.drain_all_pages(CpuId(0));
+                    assert!(s.nr_pcp_pages() > 0, "mutex_trylock failed: nothing drained");
+                }
+                _ => {
+                    assert_eq!(calls(&s), 0, "no IPI: the caller drains the remote lists");
+                    assert_eq!(spun, waited);
+                }
+            }
+        }
     }
 }

@@ -85,6 +85,10 @@ vm_events! {
     NR_WRITTEN => "nr_written",
     NR_VMSCAN_WRITE => "nr_vmscan_write",
     NR_VMSCAN_IMMEDIATE => "nr_vmscan_immediate_reclaim",
+    // Not a kernel counter: drain_all_pages() calls after an allocation failed following a
+    // direct reclaim that made progress (mm/page_alloc.rs), including those that found a
+    // drain in progress and returned (4.11+).
+    DRAIN_ALL_PAGES => "mmsim_drain_all_pages",
     // Add further counters at the end, each with its kernel name.
 }
 

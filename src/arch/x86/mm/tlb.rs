@@ -93,6 +93,16 @@ impl Sim {
     }
 
     /// Extra delivery time of an IPI (and its acknowledgement) between sockets.
+    /// When `to` takes the `nth` IPI (from 1) that `from` sends one after another from `t0`:
+    /// the sends, the delivery (across sockets if need be), and — a target with interrupts off,
+    /// spinning on or holding an irq-disabling lock — the end of that section
+    /// (kernel/locking.rs).
+    pub(crate) fn ipi_taken_at(&self, from: CpuId, to: CpuId, t0: Ns, nth: u32) -> Ns {
+        let hop = self.ipi_cross_socket_ns(from, to);
+        let arrive = t0 + (self.p.ipi_send_ns * nth as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
+        self.locks.irq_on_at(to, arrive)
+    }
+
     fn ipi_cross_socket_ns(&self, from: CpuId, to: CpuId) -> f64 {
         if self.cpus[from.0 as usize].socket != self.cpus[to.0 as usize].socket { self.p.ipi_cross_socket_ns } else { 0.0 }
     }
@@ -195,11 +205,7 @@ impl Sim {
             }
             sent += 1;
             self.trace(cpu, || crate::report::trace_log::TraceEvent::IpiSendCpu { cpu: c.0 });
-            let hop = self.ipi_cross_socket_ns(cpu, c);
-            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
-            // A target with interrupts off (spinning on or holding an irq-disabling lock) takes
-            // the IPI when it turns them back on (kernel/locking.rs).
-            let taken = self.locks.irq_on_at(c, arrive);
+            let taken = self.ipi_taken_at(cpu, c, t0, sent);
             let cost = self.remote_flush_tlb_func(c, info, taken);
             done = done.max(taken + cost);
         }
@@ -490,9 +496,7 @@ impl Sim {
                 continue;
             }
             sent += 1;
-            let hop = self.ipi_cross_socket_ns(cpu, c);
-            let arrive = t0 + (self.p.ipi_send_ns * sent as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
-            let arrive = self.locks.irq_on_at(c, arrive);
+            let arrive = self.ipi_taken_at(cpu, c, t0, sent);
             let cost = (self.p.ipi_handle_ns + per_cpu).round() as Ns;
             self.steal_irq_time(c, arrive, cost);
             self.cpus[ci].stats.irq_call_count += 1;
@@ -516,6 +520,11 @@ impl Sim {
     /// task's user time up to the interrupt is accounted, an idle CPU just catches up), and the
     /// cost is irq time stolen from whatever runs there.
     pub fn steal_irq_time(&mut self, cpu: CpuId, arrive: Ns, cost: Ns) {
+        self.steal_irq_time_in(cpu, arrive, cost, crate::kernel::profile::KFn::FlushTlbFunc);
+    }
+
+    /// [`Sim::steal_irq_time`] of a handler whose time the profile charges to `f`.
+    pub fn steal_irq_time_in(&mut self, cpu: CpuId, arrive: Ns, cost: Ns, f: crate::kernel::profile::KFn) {
         let ci = cpu.0 as usize;
         if !self.cpus[ci].scheduled && arrive > self.cpus[ci].clock {
             let spinning = self.cpus[ci].current.is_some_and(|t| matches!(self.tasks[t.0 as usize].state, TaskState::Spinning(_)));
@@ -526,7 +535,7 @@ impl Sim {
                 self.cpus[ci].clock = arrive;
             }
         }
-        self.prof.charge_irq(cost);
+        self.prof.charge_irq_in(cost, f);
         let c = &mut self.cpus[ci];
         c.clock += cost;
         c.stats.irq_ns += cost;
