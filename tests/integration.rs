@@ -343,7 +343,7 @@ fn batched_flush_reproduction_meets_issue_11_irq_criteria() {
 /// lock.) Kept, ignored, until the missing mechanism is found:
 /// `cargo test --release -- --ignored elapsed_gains`.
 #[test]
-#[ignore = "known miss of the model, issue 11: elapsed gains and 4-node time per page outside their bands"]
+#[ignore = "known miss of the model, issue 11: the single-socket elapsed gain (above its band and the 4-node gain) and the 4-node time per page"]
 fn batched_flush_elapsed_gains_are_in_their_bands() {
     use mmsim::reproduce::batched_flush::{run_all, MACHINES, QUICK_SCALE};
     // The quick look's 1/16 (the default, full scale, takes ≈16 min for one seed).
