@@ -749,9 +749,9 @@ pub struct Sim {
     pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
     pub pcp: Vec<Vec<crate::mm::page_alloc::Pcp>>,
-    /// `pcpu_drain_mutex` (4.11+): held by a drain_all_pages() until this time; a drain that
-    /// finds it held returns at once (mm/page_alloc.rs).
-    pub pcpu_drain_until: Ns,
+    /// `pcpu_drain_mutex` (4.11+): held by a drain_all_pages() over this interval of simulated
+    /// time; a drain that starts inside it returns at once (mm/page_alloc.rs).
+    pub pcpu_drain: (Ns, Ns),
     /// The CPU whose steps the event loop is running now.
     pub running_cpu: Option<CpuId>,
     /// Set while a fault whose access the workload replays is handled: an allocation that
@@ -920,7 +920,7 @@ impl Sim {
             direct_reclaim_deferred: false,
             ra_cut: None,
             pcp: Vec::new(),
-            pcpu_drain_until: 0,
+            pcpu_drain: (0, 0),
             lru_add_batch: vec![Vec::new(); ncpus],
             llm_barriers: Vec::new(),
             live_tasks: 0,

@@ -462,16 +462,20 @@ impl Sim {
     ///   per-cpu lists"), under the same mutex.
     ///
     /// Departures: the kworker's time on a target is charged as stolen interrupt time after a
-    /// reschedule IPI (two context switches and the drain); the mutex is a busy-until time.
+    /// reschedule IPI (two context switches and the drain); the mutex remembers the last
+    /// drain's interval of simulated time only.
     pub fn drain_all_pages(&mut self, cpu: CpuId) {
         self.vmstat.count(VmEvent::DRAIN_ALL_PAGES);
         let with: Vec<CpuId> = (0..self.cpus.len()).filter(|&c| self.pcp[c].iter().any(|p| !p.list.is_empty())).map(|c| CpuId(c as u32)).collect();
         let t0 = self.now(cpu);
         if self.p.kver >= (4, 11) {
-            if self.pcpu_drain_until > t0 {
+            // mutex_trylock(&pcpu_drain_mutex) fails while another drain holds it. (A CPU whose
+            // clock lags may run after a drain that, in simulated time, starts later: it is not
+            // refused by it.)
+            let (from, until) = self.pcpu_drain;
+            if from <= t0 && t0 < until {
                 return;
             }
-            self.pcpu_drain_until = Ns::MAX;
         }
         self.kfn_enter(cpu, KFn::DrainAllPages);
         if self.p.kver >= (6, 0) {
@@ -542,7 +546,7 @@ impl Sim {
         }
         self.kfn_exit(cpu);
         if self.p.kver >= (4, 11) {
-            self.pcpu_drain_until = self.now(cpu);
+            self.pcpu_drain = (t0, self.now(cpu));
         }
     }
 
@@ -789,7 +793,7 @@ mod tests {
                     assert!(spun < waited, "the caller sleeps in flush_work(): {spun} {waited}");
                     // A drain that finds another one in progress returns.
                     fill_pcp(&mut s, 2, 10);
-                    s.pcpu_drain_until = s.cpus[0].clock + 1_000_000;
+                    s.pcpu_drain = (s.cpus[0].clock, s.cpus[0].clock + 1_000_000);
                     s.drain_all_pages(CpuId(0));
                     assert!(s.nr_pcp_pages() > 0, "mutex_trylock failed: nothing drained");
                 }

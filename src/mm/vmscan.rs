@@ -1080,13 +1080,13 @@ impl Sim {
             // A call that reclaimed nothing: the next allocation reclaims synchronously (and
             // may end in the OOM killer, after its retries).
             self.task_mut(t).direct_reclaim_failed = dr.reclaimed == 0;
+            self.kfn_exit(cpu);
             // __alloc_pages_direct_reclaim() tries the allocation now and, if it fails (the
             // reclaimed pages sit on pcp lists, not counted free), drains every CPU's lists
             // before the retry; the model's allocation is the replayed access that follows.
             if dr.reclaimed > 0 && !self.min_watermark_ok(dr.nid) {
                 self.drain_all_pages(cpu);
             }
-            self.kfn_exit(cpu);
             // The readahead window the allocation stopped goes on, as the kernel's loop does
             // after its reclaim.
             if let Some(cut) = self.task_mut(t).ra_rest.take() {
