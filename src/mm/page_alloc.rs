@@ -426,15 +426,32 @@ impl Sim {
     /// `node` go back to the buddy, under zone->lock (spin_lock_irqsave): one dependent cache
     /// miss per page merged back into a buddy list.
     fn free_pcppages_bulk(&mut self, cpu: CpuId, owner: CpuId, node: usize, count: usize) {
-        let out: Vec<Pfn> = self.pcp[owner.0 as usize][node].list.drain(..count).collect();
-        for p in out {
-            self.free_one_page(p.0, 0);
-        }
+        self.pcp_to_buddy(owner, node, count);
         self.kfn_enter(cpu, KFn::FreePcppagesBulk);
         let work = self.miss_ns(cpu, NodeId(node as u32)) * count as f64;
         self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
         self.charge_sys(cpu, work);
         self.kfn_exit(cpu);
+    }
+
+    /// The oldest `count` pages of `owner`'s pcp list for `node` back into the buddy (the list
+    /// work of free_pcppages_bulk(), without its cost).
+    fn pcp_to_buddy(&mut self, owner: CpuId, node: usize, count: usize) {
+        let out: Vec<Pfn> = self.pcp[owner.0 as usize][node].list.drain(..count).collect();
+        for p in out {
+            self.free_one_page(p.0, 0);
+        }
+    }
+
+    /// `drain_pages(cpu)` run by `by`: every node's list of `owner` emptied, each a
+    /// free_pcppages_bulk() on `by`'s clock.
+    fn drain_pages(&mut self, by: CpuId, owner: CpuId) {
+        for node in 0..self.nodes.len() {
+            let n = self.pcp[owner.0 as usize][node].list.len();
+            if n > 0 {
+                self.free_pcppages_bulk(by, owner, node, n);
+            }
+        }
     }
 
     /// Some node of the zonelist of an allocation on `nid` is above its min watermark
@@ -480,12 +497,7 @@ impl Sim {
         self.kfn_enter(cpu, KFn::DrainAllPages);
         if self.p.kver >= (6, 0) {
             for &c in &with {
-                for node in 0..self.nodes.len() {
-                    let n = self.pcp[c.0 as usize][node].list.len();
-                    if n > 0 {
-                        self.free_pcppages_bulk(cpu, c, node, n);
-                    }
-                }
+                self.drain_pages(cpu, c);
             }
         } else {
             let wq = self.p.kver >= (4, 11);
@@ -505,10 +517,7 @@ impl Sim {
                     if n == 0 {
                         continue;
                     }
-                    let out: Vec<Pfn> = self.pcp[c.0 as usize][node].list.drain(..).collect();
-                    for p in out {
-                        self.free_one_page(p.0, 0);
-                    }
+                    self.pcp_to_buddy(c, node, n);
                     let work = self.miss_ns(c, NodeId(node as u32)) * n as f64;
                     end = self.lock_section_at(c, LockId::Zone(node as u32), end, work);
                 }
@@ -525,12 +534,7 @@ impl Sim {
             }
             self.kfn_exit(cpu);
             // The caller's own lists (drain_local_pages() in place, or its own work item).
-            for node in 0..self.nodes.len() {
-                let n = self.pcp[cpu.0 as usize][node].list.len();
-                if n > 0 {
-                    self.free_pcppages_bulk(cpu, cpu, node, n);
-                }
-            }
+            self.drain_pages(cpu, cpu);
             let now = self.now(cpu);
             if done > now {
                 if wq {
@@ -629,10 +633,8 @@ impl Sim {
     /// `drain_pages()`: return a node's pcp pages on every CPU to the buddy.
     pub fn drain_pcp(&mut self, node: usize) {
         for ci in 0..self.pcp.len() {
-            let out: Vec<Pfn> = self.pcp[ci][node].list.drain(..).collect();
-            for p in out {
-                self.free_one_page(p.0, 0);
-            }
+            let n = self.pcp[ci][node].list.len();
+            self.pcp_to_buddy(CpuId(ci as u32), node, n);
         }
     }
 

@@ -92,7 +92,6 @@ impl Sim {
         self.trace(cpu, || crate::report::trace_log::TraceEvent::TlbFlush { reason, pages });
     }
 
-    /// Extra delivery time of an IPI (and its acknowledgement) between sockets.
     /// When `to` takes the `nth` IPI (from 1) that `from` sends one after another from `t0`:
     /// the sends, the delivery (across sockets if need be), and — a target with interrupts off,
     /// spinning on or holding an irq-disabling lock — the end of that section
@@ -103,6 +102,7 @@ impl Sim {
         self.locks.irq_on_at(to, arrive)
     }
 
+    /// Extra delivery time of an IPI (and its acknowledgement) between sockets.
     fn ipi_cross_socket_ns(&self, from: CpuId, to: CpuId) -> f64 {
         if self.cpus[from.0 as usize].socket != self.cpus[to.0 as usize].socket { self.p.ipi_cross_socket_ns } else { 0.0 }
     }
