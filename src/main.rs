@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and print /proc/interrupts, /proc/vmstat, /proc/meminfo and perf-stat output.
-    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts\n  mmsim run scenarios/munmap-storm.toml --only lock_stat\n  mmsim run scenarios/munmap-storm.toml --only profile")]
+    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts\n  mmsim run scenarios/munmap-storm.toml --only lock_stat\n  mmsim run scenarios/munmap-storm.toml --only profile\n  mmsim run scenarios/lru-file-mmap-read.toml --only zoneinfo   # watermarks and pcp lists")]
     Run {
         /// Scenario file (TOML; see README "Writing a scenario" and `mmsim knobs`).
         scenario: PathBuf,
@@ -45,7 +45,7 @@ enum Cmd {
         /// Also write the results as JSON to this file (written atomically).
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Print only one section: interrupts, vmstat, meminfo, perf, lock_stat, profile, tiering or summary.
+        /// Print only one section: interrupts, vmstat, meminfo, zoneinfo, perf, lock_stat, profile, tiering or summary.
         #[arg(long, value_name = "SECTION")]
         only: Option<String>,
         /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) after the scenario, before --set.
@@ -314,8 +314,8 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         }
     };
     if let Some(o) = &only {
-        if !["interrupts", "vmstat", "meminfo", "perf", "lock_stat", "profile", "summary", "tiering"].contains(&o.as_str()) {
-            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, perf, lock_stat, profile, tiering or summary");
+        if !["interrupts", "vmstat", "meminfo", "zoneinfo", "perf", "lock_stat", "profile", "summary", "tiering"].contains(&o.as_str()) {
+            eprintln!("mmsim: --only {o}: expected interrupts, vmstat, meminfo, zoneinfo, perf, lock_stat, profile, tiering or summary");
             return ExitCode::from(EXIT_USAGE);
         }
     }
@@ -347,6 +347,7 @@ fn cmd_run(scenario: PathBuf, set: Vec<String>, json: Option<PathBuf>, only: Opt
         Some("interrupts") => report.proc_interrupts(),
         Some("vmstat") => report.proc_vmstat(),
         Some("meminfo") => report.proc_meminfo(),
+        Some("zoneinfo") => report.proc_zoneinfo(),
         Some("perf") => report.perf_stat(),
         Some("lock_stat") => report.proc_lock_stat(),
         Some("profile") => report.profile_report(),

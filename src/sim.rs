@@ -260,7 +260,7 @@ pub struct Node {
     pub has_cpus: bool,
     /// The buddy allocator's free lists (mm/page_alloc.rs).
     pub free_area: crate::mm::page_alloc::FreeArea,
-    /// NR_FREE_PAGES: buddy plus pcp pages.
+    /// NR_FREE_PAGES: the buddy's pages only (pages on pcp lists are not counted).
     pub nr_free: u64,
     pub wmark: crate::mm::page_alloc::Watermarks,
     /// LRU lists (mm/vmscan.rs).
@@ -276,6 +276,8 @@ pub struct Node {
     /// `pgdat->kswapd_failures`: balance_pgdat() runs in a row that reclaimed nothing; at
     /// MAX_RECLAIM_RETRIES the node is hopeless and kswapd is left asleep.
     pub kswapd_failures: u32,
+    /// ZONE_RECLAIM_ACTIVE and ZONE_BELOW_HIGH of the node's zone (mm/page_alloc.rs).
+    pub zone_flags: crate::mm::page_alloc::ZoneFlags,
 }
 
 pub mod vm {
@@ -749,6 +751,8 @@ pub struct Sim {
     pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
     pub pcp: Vec<Vec<crate::mm::page_alloc::Pcp>>,
+    /// 6.7+: when each CPU's next decay_pcp_high() is due (vmstat_update(), once a second).
+    pub pcp_decay_at: Vec<Ns>,
     /// `pcpu_drain_mutex` (4.11+): held by a drain_all_pages() over this interval of simulated
     /// time; a drain that starts inside it returns at once (mm/page_alloc.rs).
     pub pcpu_drain: (Ns, Ns),
@@ -840,6 +844,7 @@ impl Sim {
                 kswapd_pass: None,
                 kswapd_run_reclaimed: 0,
                 kswapd_failures: 0,
+                zone_flags: Default::default(),
             });
             start += nr;
         }
@@ -920,6 +925,7 @@ impl Sim {
             direct_reclaim_deferred: false,
             ra_cut: None,
             pcp: Vec::new(),
+            pcp_decay_at: Vec::new(),
             pcpu_drain: (0, 0),
             lru_add_batch: vec![Vec::new(); ncpus],
             llm_barriers: Vec::new(),

@@ -44,12 +44,233 @@ pub struct Watermarks {
     pub high: u64,
 }
 
-/// `struct per_cpu_pages` for one (CPU, zone).
+/// `struct per_cpu_pages` for one (CPU, zone), sized and drained as the preset's kernel does
+/// (see [`PcpSetup`] and [`Pcp::free_commit`]).
 #[derive(Clone, Debug, Default)]
 pub struct Pcp {
     pub list: Vec<Pfn>,
+    /// `pcp->high`: fixed before 6.7; since, tuned between `high_min` and `high_max` (0 until
+    /// the first free or refill clamps it, as `per_cpu_pages_init()` leaves it).
     pub high: usize,
+    pub high_min: usize,
+    pub high_max: usize,
     pub batch: usize,
+    /// 5.14-6.6 `pcp->free_factor`: doubles the pages a drain frees for each drain with no
+    /// allocation between; halved by every allocation.
+    pub free_factor: u32,
+    /// 6.7+ `pcp->free_count`: pages freed since the allocations last halved it (capped at
+    /// `batch << CONFIG_PCP_BATCH_SCALE_MAX`).
+    pub free_count: usize,
+    /// 6.7+ `pcp->alloc_factor`: a refill takes `batch << alloc_factor`; halved by every free.
+    pub alloc_factor: u32,
+}
+
+/// "mm, page_alloc: double zone's batchsize" (d8a759b57035, 4.19): the batch's cap went from
+/// 512 KiB to 1 MiB of pages.
+pub const PCP_BATCH_1M_SINCE: (u32, u32) = (4, 19);
+/// "mm/page_alloc: Calculate pcp->high based on zone sizes and active CPUs", "scale the number
+/// of pages that are batch freed", "limit the number of pages on PCP lists when reclaim is
+/// active" (Mel Gorman, 5.14): high from the low watermark, free_factor, ZONE_RECLAIM_ACTIVE.
+pub const PCP_HIGH_FROM_WMARK_SINCE: (u32, u32) = (5, 14);
+/// "mm: PCP high auto-tuning" (Huang Ying, 6.7): pcp->high tuned between high_min and high_max,
+/// alloc_factor, free_count, ZONE_BELOW_HIGH, decay_pcp_high().
+pub const PCP_AUTOTUNE_SINCE: (u32, u32) = (6, 7);
+/// `CONFIG_PCP_BATCH_SCALE_MAX` (default 5; 6.7+).
+pub const PCP_BATCH_SCALE_MAX: u32 = 5;
+/// `MIN_PERCPU_PAGELIST_HIGH_FRACTION`: high_max is an eighth of the zone over its CPUs (6.7+).
+const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u64 = 8;
+/// `sysctl_stat_interval` (HZ): vmstat_update(), which runs decay_pcp_high(), every second.
+pub const PCP_DECAY_INTERVAL_NS: Ns = 1_000_000_000;
+
+/// `zone_batchsize()` for a zone of `managed` pages: about a quarter of a thousandth of the
+/// zone, at most 512 KiB of pages before 4.19 and 1 MiB since, divided by 4 and rounded to
+/// 2^n - 1 (the cache-colouring rule): 31 (4.2) or 63 (4.19+) on zones above 688 MiB. 0 on a
+/// zone under 8,192 pages, as the kernel returns (its callers make the batch 1).
+pub fn zone_batchsize(managed: u64, kver: (u32, u32)) -> u64 {
+    let cap = if kver >= PCP_BATCH_1M_SINCE { 256 } else { 128 };
+    let b = ((managed / 1024).min(cap) / 4).max(1);
+    let sum = b + b / 2;
+    (1u64 << (63 - sum.leading_zeros())) - 1
+}
+
+/// One zone's pcp sizing, the same on each of its CPUs (`zone_set_pageset_high_and_batch()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcpSetup {
+    pub batch: usize,
+    pub high_min: usize,
+    pub high_max: usize,
+}
+
+impl PcpSetup {
+    /// For a zone of `managed` pages whose low watermark is `low_wmark`, split over `nr_cpus`
+    /// CPUs (`nr_split_cpus`: the node's CPUs, or every CPU for a CPU-less node):
+    /// - before 5.14, high = 6 x batch (`pageset_set_batch()`: 186 on 4.2's large zones);
+    /// - 5.14 to 6.6, high = the low watermark over the node's CPUs, at least 4 x batch
+    ///   (`zone_highsize()`), so that full pcp lists do not start kswapd early;
+    /// - 6.7+, that is high_min, and high_max is an eighth of the zone over the same CPUs.
+    ///   (On this host, 6.18, 2 CPUs: ZONE_NORMAL's low watermark 20,163 and 5,394,266
+    ///   managed pages give high_min 10,081 and high_max 337,141 in /proc/zoneinfo.)
+    ///
+    /// `vm.percpu_pagelist_high_fraction` (0) is not modelled.
+    pub fn new(managed: u64, low_wmark: u64, nr_cpus: u64, kver: (u32, u32)) -> PcpSetup {
+        let raw = zone_batchsize(managed, kver);
+        let batch = raw.max(1);
+        let nr_cpus = nr_cpus.max(1);
+        let highsize = |total: u64| (total / nr_cpus).max(batch << 2) as usize;
+        let (high_min, high_max) = if kver < PCP_HIGH_FROM_WMARK_SINCE {
+            let h = 6 * raw as usize;
+            (h, h)
+        } else if kver < PCP_AUTOTUNE_SINCE {
+            let h = highsize(low_wmark);
+            (h, h)
+        } else {
+            (highsize(low_wmark), highsize(managed / MIN_PERCPU_PAGELIST_HIGH_FRACTION))
+        };
+        PcpSetup { batch: batch as usize, high_min, high_max }
+    }
+}
+
+/// Zone flags the pcp sizing reads (`zone->flags`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ZoneFlags {
+    /// ZONE_RECLAIM_ACTIVE (5.14+): kswapd is in balance_pgdat() for the node.
+    pub reclaim_active: bool,
+    /// ZONE_BELOW_HIGH (6.7+): an allocation found the zone at or below its high watermark;
+    /// cleared by a pcp drain that leaves it above.
+    pub below_high: bool,
+}
+
+impl Pcp {
+    pub fn new(s: PcpSetup, kver: (u32, u32)) -> Pcp {
+        // Before 6.7 pcp->high is set with the batch; since, it starts at 0 and is clamped to
+        // [high_min, high_max] on first use.
+        let high = if kver < PCP_AUTOTUNE_SINCE { s.high_min } else { 0 };
+        Pcp { list: Vec::new(), high, high_min: s.high_min, high_max: s.high_max, batch: s.batch, free_factor: 0, free_count: 0, alloc_factor: 0 }
+    }
+
+    /// `free_unref_page_commit()` after an order-0 page was added to the list: how many of the
+    /// oldest pages go back to the buddy now (0: none), with the version's bookkeeping
+    /// (`nr_pcp_high()`, `nr_pcp_free()`).
+    pub fn free_commit(&mut self, kver: (u32, u32), zf: ZoneFlags) -> usize {
+        let count = self.list.len() as i64;
+        let batch = self.batch as i64;
+        if kver < PCP_HIGH_FROM_WMARK_SINCE {
+            // 4.2 free_hot_cold_page(): `if (pcp->count >= pcp->high)` free `batch`.
+            return if count >= self.high as i64 { batch.min(count) as usize } else { 0 };
+        }
+        if kver < PCP_AUTOTUNE_SINCE {
+            let high = self.high as i64;
+            let high = if high == 0 || !zf.reclaim_active { high } else { (batch << 2).min(high) };
+            if count < high {
+                return 0;
+            }
+            // nr_pcp_free(), 5.14.
+            if high < batch {
+                return 1;
+            }
+            let (min_nr, max_nr) = (batch, high - batch);
+            let b = batch << self.free_factor;
+            if b < max_nr {
+                self.free_factor += 1;
+            }
+            return b.max(min_nr).min(max_nr).max(0) as usize;
+        }
+        self.alloc_factor >>= 1;
+        if self.free_count < (self.batch << PCP_BATCH_SCALE_MAX) {
+            self.free_count += 1;
+        }
+        let high = self.nr_pcp_high_autotune(zf);
+        if count < high {
+            return 0;
+        }
+        // nr_pcp_free(), 6.7+.
+        if high < batch {
+            return 1;
+        }
+        (self.free_count as i64).max(batch).min(high - batch).max(0) as usize
+    }
+
+    /// `nr_pcp_high()` of 6.7+ for an order-0 free: the limit the list is checked against, and
+    /// pcp->high lowered (reclaim active, zone below its high watermark) or raised (a free that
+    /// fills the list while memory is plentiful).
+    fn nr_pcp_high_autotune(&mut self, zf: ZoneFlags) -> i64 {
+        let (lo, hi) = (self.high_min as i64, self.high_max as i64);
+        let batch = self.batch as i64;
+        let count = self.list.len() as i64;
+        let mut high = (self.high as i64).max(lo).min(hi);
+        self.high = high as usize;
+        if high == 0 {
+            return 0;
+        }
+        let free_count = (self.free_count as i64).max(batch);
+        if zf.reclaim_active {
+            self.high = (high - free_count).max(lo) as usize;
+            return (batch << 2).min(self.high as i64);
+        }
+        if lo == hi {
+            return high;
+        }
+        if zf.below_high {
+            self.high = (high - free_count).max(lo) as usize;
+            high = count.max(lo);
+        } else if count >= high {
+            let need = self.free_count as i64 + batch;
+            if (self.high as i64) < need {
+                self.high = need.max(lo).min(hi) as usize;
+            }
+        }
+        high
+    }
+
+    /// `rmqueue_pcplist()`'s bookkeeping for an order-0 allocation through this list (5.14-6.6:
+    /// free_factor halved; 6.7+: free_count halved), and, if the list is empty, how many pages
+    /// `rmqueue_bulk()` takes (`batch`; 6.7+ `nr_pcp_alloc()`, which also raises pcp->high while
+    /// the zone is above its high watermark and grows alloc_factor).
+    pub fn alloc_refill(&mut self, kver: (u32, u32), zf: ZoneFlags) -> usize {
+        if kver < PCP_HIGH_FROM_WMARK_SINCE {
+            return if self.list.is_empty() { self.batch } else { 0 };
+        }
+        if kver < PCP_AUTOTUNE_SINCE {
+            self.free_factor >>= 1;
+            return if self.list.is_empty() { self.batch } else { 0 };
+        }
+        self.free_count >>= 1;
+        if !self.list.is_empty() {
+            return 0;
+        }
+        let (lo, hi) = (self.high_min as i64, self.high_max as i64);
+        let base = self.batch as i64;
+        let mut high = (self.high as i64).max(lo).min(hi);
+        self.high = high as usize;
+        if high < base {
+            return 1;
+        }
+        let mut batch = base << self.alloc_factor;
+        if lo != hi && !zf.below_high {
+            high = (high + batch).min(hi);
+            self.high = high as usize;
+        }
+        let max_nr_alloc = (high - self.list.len() as i64 - base).max(base);
+        if batch <= max_nr_alloc && self.alloc_factor < PCP_BATCH_SCALE_MAX {
+            self.alloc_factor += 1;
+        }
+        batch = batch.min(max_nr_alloc);
+        batch.max(1) as usize
+    }
+
+    /// `decay_pcp_high()` (6.7+, from vmstat_update() once a second): pcp->high falls by an
+    /// eighth towards high_min (at once to what the list holds beyond `batch << 5`), and what
+    /// the list holds above it is returned to be freed. Returns (pages to free, more to do).
+    pub fn decay(&mut self) -> (usize, bool) {
+        let mut todo = false;
+        if self.high > self.high_min {
+            let drop_to = self.list.len() as i64 - ((self.batch as i64) << PCP_BATCH_SCALE_MAX);
+            self.high = (drop_to.max((self.high - (self.high >> 3)) as i64).max(self.high_min as i64)) as usize;
+            todo = self.high > self.high_min;
+        }
+        let to_drain = self.list.len().saturating_sub(self.high);
+        (to_drain, todo || to_drain > 0)
+    }
 }
 
 /// `int_sqrt()` (lib/math/int_sqrt.c): the integer square root, rounded down.
@@ -78,13 +299,6 @@ pub fn watermarks(zone_pages: u64, total_pages: u64, min_free_kbytes: u64, scale
     Watermarks { min, low: min + step, high: min + 2 * step }
 }
 
-/// `zone_batchsize()`: about a quarter of a thousandth of the zone, rounded down to 2^n - 1,
-/// at most 63 pages (as on 6.x).
-pub fn pcp_batch(zone_pages: u64) -> usize {
-    let b = (zone_pages / 1024 / 4).clamp(1, 64) as usize;
-    (b.next_power_of_two() / if b.is_power_of_two() { 1 } else { 2 }).saturating_sub(1).max(1)
-}
-
 impl Sim {
     /// `memblock_free_all()` + `setup_per_zone_wmarks()` + pcp setup: every frame goes to the
     /// buddy, watermarks from vm.min_free_kbytes and vm.watermark_scale_factor.
@@ -109,10 +323,18 @@ impl Sim {
             }
             self.nodes[node].wmark = watermarks(nr as u64, total, min_free_kbytes, scale);
         }
-        let batch: Vec<usize> = self.nodes.iter().map(|n| pcp_batch(n.nr_pages as u64)).collect();
-        self.pcp = (0..self.cpus.len())
-            .map(|_| batch.iter().map(|&b| Pcp { list: Vec::new(), high: 6 * b, batch: b }).collect())
+        // zone_pcp_update() after the watermarks (setup_per_zone_wmarks()): the high limits
+        // of 5.14+ follow the low watermark, split over the node's CPUs.
+        let kver = self.p.kver;
+        let setups: Vec<PcpSetup> = (0..self.nodes.len())
+            .map(|node| {
+                let local = (0..self.cpus.len()).filter(|&c| self.cpu_node(CpuId(c as u32)).0 as usize == node).count() as u64;
+                let nr_cpus = if local == 0 { self.cpus.len() as u64 } else { local };
+                PcpSetup::new(self.nodes[node].nr_pages as u64, self.nodes[node].wmark.low, nr_cpus, kver)
+            })
             .collect();
+        self.pcp = (0..self.cpus.len()).map(|_| setups.iter().map(|&s| Pcp::new(s, kver)).collect()).collect();
+        self.pcp_decay_at = vec![PCP_DECAY_INTERVAL_NS; self.cpus.len()];
     }
 
     // ------------------------------------------------------------------ buddy lists
@@ -263,14 +485,15 @@ impl Sim {
         None
     }
 
-    /// `rmqueue()` for order 0 through the CPU's pcp list of that node (refilled `batch` at a
-    /// time from the buddy, `rmqueue_bulk()`).
+    /// `rmqueue()` for order 0 through the CPU's pcp list of that node (refilled from the
+    /// buddy by `rmqueue_bulk()` when empty, as many pages as [`Pcp::alloc_refill`] says).
     fn rmqueue_pcp(&mut self, cpu: CpuId, node: usize) -> Option<u32> {
         let ci = cpu.0 as usize;
-        if self.pcp[ci][node].list.is_empty() {
-            let batch = self.pcp[ci][node].batch;
+        self.pcp_decay_due(cpu);
+        let refill = self.pcp[ci][node].alloc_refill(self.p.kver, self.nodes[node].zone_flags);
+        if refill > 0 {
             let mut got = 0;
-            for _ in 0..batch {
+            for _ in 0..refill {
                 match self.rmqueue_smallest(node, 0) {
                     Some(p) => {
                         self.pcp[ci][node].list.push(Pfn(p));
@@ -305,6 +528,7 @@ impl Sim {
         let n = self.nodes.len();
         for i in 0..n {
             let node = (nid.0 as usize + i) % n;
+            self.note_below_high(node);
             let mark = which(&self.nodes[node].wmark);
             if !self.watermark_ok(node, mark) {
                 continue;
@@ -320,6 +544,7 @@ impl Sim {
     /// One order-0 page from node `node` only (`__GFP_THISNODE`), through `cpu`'s pcp list, if
     /// the node is above watermark `mark`; no reclaim (demotion's GFP_NOWAIT allocations).
     pub fn alloc_pages_thisnode(&mut self, cpu: CpuId, node: usize, mark: u64) -> Option<Pfn> {
+        self.note_below_high(node);
         if !self.watermark_ok(node, mark) {
             return None;
         }
@@ -389,7 +614,8 @@ impl Sim {
     }
 
     /// `free_unref_page()`: an order-0 page goes to the pcp list of the CPU doing the freeing (if
-    /// any), which spills `batch` pages to the buddy above `high`.
+    /// any), which spills its oldest pages to the buddy when it reaches its high limit (how
+    /// many, and the limit, per version: [`Pcp::free_commit`]).
     pub fn free_page(&mut self, pfn: Pfn) {
         self.free_page_luf(pfn, 0);
     }
@@ -413,12 +639,58 @@ impl Sim {
             self.free_one_page(pfn.0, 0);
             return;
         };
+        self.pcp_decay_due(cpu);
+        let (kver, zf) = (self.p.kver, self.nodes[node].zone_flags);
         let pcp = &mut self.pcp[cpu.0 as usize][node];
         pcp.list.push(pfn);
-        if pcp.list.len() > pcp.high {
-            // free_pcppages_bulk(): the oldest `batch` pages go back to the buddy.
-            let batch = pcp.batch.min(pcp.list.len());
-            self.free_pcppages_bulk(cpu, cpu, node, batch);
+        let n = pcp.free_commit(kver, zf).min(pcp.list.len());
+        if n > 0 {
+            // free_pcppages_bulk(): the oldest `n` pages go back to the buddy.
+            self.free_pcppages_bulk(cpu, cpu, node, n);
+            if kver >= PCP_AUTOTUNE_SINCE && zf.below_high && self.watermark_ok(node, self.nodes[node].wmark.high) {
+                self.nodes[node].zone_flags.below_high = false;
+            }
+        }
+    }
+
+    /// 6.7+: the decay_pcp_high() runs of `cpu`'s vmstat_update() that are due by its clock,
+    /// each over every zone, freeing what each list holds above its lowered pcp->high.
+    /// Departure: vmstat_update() is a per-CPU work item every second (`vm.stat_interval`);
+    /// the model runs the ones due when the CPU next frees or allocates through its pcp
+    /// lists, on its clock and in whatever it is doing, and skips the intervals after the
+    /// one that left nothing to do (as the work stops re-queueing itself).
+    fn pcp_decay_due(&mut self, cpu: CpuId) {
+        if self.p.kver < PCP_AUTOTUNE_SINCE {
+            return;
+        }
+        let ci = cpu.0 as usize;
+        let now = self.now(cpu);
+        while self.pcp_decay_at[ci] <= now {
+            self.pcp_decay_at[ci] += PCP_DECAY_INTERVAL_NS;
+            let mut todo = false;
+            for node in 0..self.nodes.len() {
+                let (n, more) = self.pcp[ci][node].decay();
+                if n > 0 {
+                    self.free_pcppages_bulk(cpu, cpu, node, n);
+                }
+                todo |= more;
+            }
+            if !todo {
+                let at = self.pcp_decay_at[ci];
+                if at <= now {
+                    self.pcp_decay_at[ci] = at + (now - at) / PCP_DECAY_INTERVAL_NS * PCP_DECAY_INTERVAL_NS + PCP_DECAY_INTERVAL_NS;
+                }
+                break;
+            }
+        }
+    }
+
+    /// `get_page_from_freelist()` (6.7+): a zone found at or below its high watermark is
+    /// marked ZONE_BELOW_HIGH, so that frees shrink its pcp lists (cleared by a pcp drain that
+    /// leaves the zone above it).
+    fn note_below_high(&mut self, node: usize) {
+        if self.p.kver >= PCP_AUTOTUNE_SINCE && !self.nodes[node].zone_flags.below_high && !self.watermark_ok(node, self.nodes[node].wmark.high) {
+            self.nodes[node].zone_flags.below_high = true;
         }
     }
 
@@ -727,10 +999,111 @@ mod tests {
         assert_eq!(s.nr_free_pages(), before);
     }
 
+    /// zone_batchsize(): 512 KiB of pages before 4.19, 1 MiB since; the thresholds of the
+    /// kernel's formula (31 from 90,112 managed pages, 63 from 176,128; 0 under 8,192).
     #[test]
-    fn pcp_batch_is_capped() {
-        assert_eq!(pcp_batch(4 << 20), 63);
-        assert!(pcp_batch(1024) >= 1);
+    fn zone_batchsize_per_version() {
+        for v in [(4, 2), (4, 18)] {
+            assert_eq!(zone_batchsize(4 << 20, v), 31);
+            assert_eq!(zone_batchsize(90_112, v), 31);
+            assert_eq!(zone_batchsize(90_111, v), 15);
+        }
+        for v in [(4, 19), (5, 13), (6, 18)] {
+            assert_eq!(zone_batchsize(4 << 20, v), 63);
+            assert_eq!(zone_batchsize(176_128, v), 63);
+            assert_eq!(zone_batchsize(176_127, v), 31);
+        }
+        assert_eq!(zone_batchsize(24_576, (6, 18)), 7, "6 + 3 rounds down to 8, less one");
+        assert_eq!(zone_batchsize(8_191, (6, 18)), 0);
+    }
+
+    /// pcp->batch and the high limits per version. The 6.18 rows are this host's
+    /// /proc/zoneinfo (2 CPUs on node 0): ZONE_NORMAL (managed 5,394,266, low watermark
+    /// 20,163) shows batch 63, high_min 10,081, high_max 337,141; ZONE_DMA32 (772,918 and
+    /// 2,888) 63, 1,444, 48,307; ZONE_DMA (3,840 and 13) 1, 6, 240. 4.2's large zones show
+    /// "hi: 186, btch: 31" (openzfs/spl issue #116); 5.13's changelog of the 5.14 series
+    /// quotes "high: 378, batch: 63".
+    #[test]
+    fn pcp_setup_per_version() {
+        let s = |managed, low, cpus, v| {
+            let p = PcpSetup::new(managed, low, cpus, v);
+            (p.batch, p.high_min, p.high_max)
+        };
+        assert_eq!(s(5_394_266, 20_163, 2, (6, 18)), (63, 10_081, 337_141));
+        assert_eq!(s(772_918, 2_888, 2, (6, 18)), (63, 1_444, 48_307));
+        assert_eq!(s(3_840, 13, 2, (6, 18)), (1, 6, 240));
+        assert_eq!(s(4 << 20, 20_000, 12, (4, 2)), (31, 186, 186));
+        assert_eq!(s(4 << 20, 20_000, 12, (5, 13)), (63, 378, 378));
+        assert_eq!(s(4 << 20, 20_000, 12, (5, 14)), (63, 1_666, 1_666));
+        assert_eq!(s(4 << 20, 2_000, 12, (5, 14)), (63, 252, 252), "at least 4 x batch");
+        assert_eq!(s(4 << 20, 20_000, 12, (6, 9)), (63, 1_666, 43_690));
+    }
+
+    fn pcp_with(v: (u32, u32), count: usize) -> Pcp {
+        let mut p = Pcp::new(PcpSetup::new(4 << 20, 20_000, 12, v), v);
+        p.list = (0..count as u32).map(Pfn).collect();
+        p
+    }
+
+    /// Frees: 4.2 spills `batch` when the list reaches 6 x batch; 5.14 spills more each time
+    /// frees come with no allocation between (free_factor), and caps the list at 4 x batch
+    /// while kswapd runs; 6.7+ raises pcp->high when a free fills the list while memory is
+    /// plentiful, and lowers it when the zone is below its high watermark.
+    #[test]
+    fn pcp_frees_per_version() {
+        let quiet = ZoneFlags::default();
+        let reclaim = ZoneFlags { reclaim_active: true, below_high: false };
+        let low = ZoneFlags { reclaim_active: false, below_high: true };
+        let mut p = pcp_with((4, 2), 185);
+        assert_eq!(p.free_commit((4, 2), quiet), 0);
+        p.list.push(Pfn(185));
+        assert_eq!(p.free_commit((4, 2), quiet), 31);
+
+        let v = (5, 14);
+        let mut p = pcp_with(v, 1_666);
+        let frees: Vec<usize> = (0..4).map(|_| p.free_commit(v, quiet)).collect();
+        assert_eq!(frees, vec![63, 126, 252, 504], "each drain without an allocation between doubles");
+        p.alloc_refill(v, quiet);
+        p.alloc_refill(v, quiet);
+        assert_eq!(p.free_commit(v, quiet), 126, "two allocations halve it twice");
+        let mut p = pcp_with(v, 300);
+        assert_eq!(p.free_commit(v, quiet), 0);
+        assert_eq!(p.free_commit(v, reclaim), 63, "252 while kswapd runs");
+
+        let v = (6, 9);
+        let mut p = pcp_with(v, 0);
+        assert_eq!(p.alloc_refill(v, quiet), 63, "the first refill is a batch");
+        assert_eq!(p.high, 1_666 + 63, "and raises high while memory is plentiful");
+        p.list = (0..2_000).map(Pfn).collect();
+        let n = p.free_commit(v, quiet);
+        assert_eq!(n, 63, "over high: free_count (1) clamped to at least a batch");
+        assert_eq!(p.high, 1_666 + 63, "need_high = free_count + batch is below high");
+        let mut p = pcp_with(v, 3_000);
+        p.high = 3_000;
+        p.free_count = 500;
+        assert_eq!(p.free_commit(v, low), 501, "below the high watermark: free_count (500, and this free) goes");
+        assert_eq!(p.high, 3_000 - 501);
+        let mut p = pcp_with(v, 3_000);
+        p.high = 3_000;
+        assert_eq!(p.free_commit(v, reclaim), 63);
+        assert_eq!(p.high, 3_000 - 63, "reclaim lowers high by max(free_count, batch)");
+        // decay_pcp_high(): an eighth a second, down to high_min, freeing what is above.
+        let mut p = pcp_with(v, 2_400);
+        p.high = 2_400;
+        assert_eq!(p.decay(), (300, true), "high 2,100: the 300 above it go");
+        assert_eq!(p.high, 2_100);
+        p.list.truncate(2_100);
+        let mut steps = 1;
+        loop {
+            let (n, todo) = p.decay();
+            p.list.truncate(p.list.len() - n);
+            if !todo {
+                break;
+            }
+            steps += 1;
+        }
+        assert_eq!((p.high, p.list.len()), (1_666, 1_666));
+        assert_eq!(steps, 3, "2,400 -> 2,100 -> 1,838 -> 1,666; a fourth run finds nothing to do");
     }
 
     fn sim_on(preset: &str, cpus: u32) -> Sim {

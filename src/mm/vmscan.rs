@@ -1127,6 +1127,9 @@ impl Sim {
         // A stall that ended (its timeout, or writeback completions) is over.
         self.wb.throttled[node] = None;
         self.kfn_enter(cpu, KFn::Kswapd);
+        // set_reclaim_active() (5.14+): the node's pcp lists stay short while kswapd is in
+        // balance_pgdat() (mm/page_alloc.rs `Pcp::free_commit`); cleared when it sleeps.
+        self.nodes[node].zone_flags.reclaim_active = true;
         let sleep = self.balance_pgdat(cpu, node);
         self.kfn_exit(cpu);
         match self.wb.throttled[node] {
@@ -1137,7 +1140,10 @@ impl Sim {
                 self.finish_reclaim_tail(cpu, &mut tail);
                 KswapdNext::Throttled(th.until)
             }
-            None if sleep => KswapdNext::Sleep,
+            None if sleep => {
+                self.nodes[node].zone_flags.reclaim_active = false;
+                KswapdNext::Sleep
+            }
             None => KswapdNext::Run,
         }
     }

@@ -9,6 +9,7 @@ pub mod tiering;
 pub mod timeline;
 pub mod trace_log;
 pub mod viz;
+pub mod zoneinfo;
 
 use crate::arch::x86::mm::tlb::FlushReason;
 use serde::Serialize;
@@ -46,6 +47,11 @@ pub struct Report {
     pub time: Time,
     /// /proc/meminfo fields in kB.
     pub meminfo: BTreeMap<String, u64>,
+    /// /proc/zoneinfo: watermarks and pcp lists per node (src/report/zoneinfo.rs).
+    pub zoneinfo: Vec<zoneinfo::ZoneInfo>,
+    /// The preset's kernel version (the pageset fields /proc/zoneinfo prints depend on it).
+    #[serde(skip)]
+    pub kver: (u32, u32),
     pub errors: Vec<String>,
     /// /proc/lock_stat by class (kernel.lock_model).
     pub lock_stat: Vec<lock_stat::LockStatRow>,
@@ -167,6 +173,8 @@ impl Report {
             profile: lock_stat::profile_rows(sim),
             timeline: timeline::TimelineReport::from_sim(sim),
             tiering: tiering::TieringReport::from_sim(sim),
+            zoneinfo: zoneinfo::ZoneInfo::from_sim(sim),
+            kver: sim.p.kver,
             flush_alt: sim.flush_alt_report(),
         }
     }
@@ -222,6 +230,11 @@ impl Report {
         let _ = writeln!(s, "{:>20} seconds user", secs(self.time.user_ns));
         let _ = writeln!(s, "{:>20} seconds sys\n", secs(self.time.sys_ns));
         s
+    }
+
+    /// /proc/zoneinfo (each node's zone, its watermarks and pcp lists).
+    pub fn proc_zoneinfo(&self) -> String {
+        zoneinfo::format(&self.zoneinfo, self.kver)
     }
 
     /// /proc/lock_stat.
