@@ -144,3 +144,15 @@ fn skip_batched_pending_race_is_stale_data() {
     let v = batched_pending_race(Inject::SkipBatchedPending);
     assert_eq!(v.first().map(|v| v.class), Some(Class::StaleData), "{v:?}");
 }
+
+/// Reclaim (here MADV_PAGEOUT, LUF v12 on) unmaps a dirty shared-file PTE with its flush
+/// batched, keeps the folio dirty and unlocks it before the batch's flush; another fault maps it
+/// again read-only, and a CPU writes through its older writable entry. The write lands in the
+/// dirty page-cache folio, which will still be written back: allowed, not a lost write (swarm
+/// seed 747 with kernel.luf=v12 reported one until the oracle knew this, 2026-11-27).
+#[test]
+fn a_stale_writable_entry_into_a_dirty_folio_mapped_again_read_only_is_not_a_lost_write() {
+    let r = mmsim::check::swarm::run_seed_sets(747, Inject::None, true, &["kernel.luf=v12".to_string()]);
+    assert!(r.violations.is_empty(), "{:?}", r.violations.first().map(|v| &v.detail));
+    assert!(r.marks.get("allowed stale write to a dirty page-cache folio mapped again read-only").copied().unwrap_or(0) > 0, "the seed no longer reaches the race: {:?}", r.marks);
+}

@@ -159,6 +159,25 @@ impl Sim {
         let mapped = pte.present() && pte.pfn() == e.pfn;
         if mapped {
             if write && !pte.write() {
+                // Reclaim can unmap a dirty page-cache folio with its flush batched, keep the
+                // folio (dirty, not written: MADV_PAGEOUT, or direct reclaim) and unlock it
+                // before the batch's flush at the end of shrink_folio_list(); a fault may map it
+                // again read-only meanwhile (filemap_map_pages() takes the unlocked folio). A
+                // write through the entry that predates the unmap lands in that dirty folio,
+                // which will still be written back, as in the unmapped case below: not lost,
+                // if the VMA allows the write (a writeback that starts before the flush is
+                // caught by `oracle_writeback`).
+                let frame = *self.frame(e.pfn);
+                let kept_dirty = frame.flags & (pg::FILE | pg::DIRTY) == pg::FILE | pg::DIRTY && file_key(FileId(frame.mapping), frame.index()) == f.key;
+                let writable_vma = self.logical_key_and_vma_flags(mm, vpn).1.is_some_and(|fl| fl & vm::WRITE != 0);
+                let o = self.oracle.as_mut().expect("oracle on");
+                if kept_dirty && writable_vma {
+                    let v = o.bump_version(f.key);
+                    o.set_content(e.pfn, f.key, v);
+                    o.event(e.pfn, t, Some(cpu), "stale writable entry's write to a dirty page-cache folio mapped again read-only", Some(mm), vpn);
+                    o.mark("allowed stale write to a dirty page-cache folio mapped again read-only");
+                    return;
+                }
                 o.event(e.pfn, t, Some(cpu), "write through a stale writable entry", Some(mm), vpn);
                 o.report(Class::LostWrite, e.pfn, format!("cpu{} mm{} vpn {vpn:#x}: write through a cached writable entry after the PTE was write-protected (pfn {})", cpu.0, mm.0, e.pfn.0));
             } else if write {
