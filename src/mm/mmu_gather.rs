@@ -7,7 +7,7 @@
 //! flush (`tlb_remove_table`). Left out: RCU table freeing delays and delayed rmap.
 
 use crate::arch::x86::mm::tlb::FLUSH_ALL;
-use crate::sim::Sim;
+use crate::sim::{pg, Sim};
 use crate::types::*;
 
 #[derive(Debug)]
@@ -82,7 +82,12 @@ impl Sim {
     /// `tlb_flush_mmu()`: flush, then free what was gathered.
     pub fn tlb_flush_mmu(&mut self, cpu: CpuId, tlb: &mut MmuGather) {
         self.tlb_flush_mmu_tlbonly(cpu, tlb);
-        let n = tlb.pages.len() + tlb.tables.len();
+        // `cost.page_alloc_ns` is the free side of a page (LRU removal, uncharge, the pcp
+        // list): charged for the gathered pages this drops the last reference to, and the
+        // page tables. A page-cache page, or an anon page still mapped elsewhere (COW after
+        // fork), only loses a reference in free_pages_and_swap_cache() (before 2026-11-27 every
+        // gathered page paid it: munmap of a file mapping cost a free per page).
+        let n = tlb.pages.iter().filter(|&&p| self.frame(p).refcount == 1 && self.frame(p).flags & pg::ZERO == 0).count() + tlb.tables.len();
         if tlb.lazy {
             let mut held = std::mem::take(&mut tlb.pages);
             held.append(&mut tlb.tables);
@@ -100,5 +105,32 @@ impl Sim {
     /// `tlb_finish_mmu()`.
     pub fn tlb_finish_mmu(&mut self, cpu: CpuId, mut tlb: MmuGather) {
         self.tlb_flush_mmu(cpu, &mut tlb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The free side (`cost.page_alloc_ns`) is paid for the gathered pages whose last
+    /// reference goes, not for pages that stay in use (page cache, COW-shared anon pages).
+    #[test]
+    fn only_pages_freed_by_the_gather_pay_the_free() {
+        let cfg = crate::config::Config::defaults(&["machine.cpus=2".into(), "machine.mem_per_node_mib=16".into(), "cost.page_alloc_ns=1000".into()]).unwrap();
+        let mut s = Sim::new(&cfg);
+        let cpu = CpuId(0);
+        s.running_cpu = Some(cpu);
+        let pages: Vec<Pfn> = (0..4).map(|_| s.alloc_page(NodeId(0)).unwrap()).collect();
+        // Two still referenced elsewhere (the page cache's reference), two freed by the gather.
+        s.get_page(pages[0]);
+        s.get_page(pages[1]);
+        let mut tlb = MmuGather::new(MmId(0), false);
+        for &p in &pages {
+            s.tlb_remove_page(&mut tlb, p);
+        }
+        let before = s.cpus[0].stats.sys_ns;
+        s.tlb_flush_mmu(cpu, &mut tlb);
+        assert_eq!(s.cpus[0].stats.sys_ns - before, 2_000);
+        assert_eq!((s.frame(pages[0]).refcount, s.frame(pages[1]).refcount), (1, 1));
     }
 }
