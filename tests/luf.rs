@@ -133,9 +133,10 @@ fn injection_sites_are_found() {
         // 91 (v10) and 1115 (v12) before the swarm drew LUF's read-only readers (swarm.rs,
         // `luf_readers`): v12 defers only folios of VMAs without VM_WRITE, and the swarm had none.
         // 17 and 19 until cost.filemap_add_folio_ns was charged (2026-11-27) moved the timings;
-        // 12 and 61 until the pcp lists were sized per version (2026-11-27, session 21).
-        (Inject::LufSkipAllocFlush, "v10", 1, Class::UseAfterReuse),
-        (Inject::LufSkipAllocFlush, "v12", 17, Class::UseAfterReuse),
+        // 12 and 61 until the pcp lists were sized per version (2026-11-27, session 21); 1 and
+        // 17 until reclaim kept the folios it does not reclaim isolated until its flush.
+        (Inject::LufSkipAllocFlush, "v10", 17, Class::UseAfterReuse),
+        (Inject::LufSkipAllocFlush, "v12", 1, Class::UseAfterReuse),
     ] {
         let sets = vec![format!("kernel.luf={v}")];
         let r = run_seed_sets(seed, inject, true, &sets);

@@ -391,7 +391,7 @@ impl Sim {
     fn count_in_flight(&self, seen: &mut [Seen]) {
         for t in &self.tasks {
             if let Some(tail) = &t.reclaim_tail {
-                for &p in tail.free_folios.iter().chain(&tail.luf_folios) {
+                for &p in tail.free_folios.iter().chain(&tail.luf_folios).chain(tail.keep.iter().map(|(p, _)| p)) {
                     seen[p.0 as usize].inflight += 1;
                 }
             }

@@ -137,11 +137,17 @@ pub struct ReclaimTail {
     pub free_folios: Vec<Pfn>,
     /// LUF (mm/luf.rs): folios whose flush was deferred, freed with the batch, tagged.
     pub luf_folios: Vec<Pfn>,
+    /// Folios not reclaimed (`ret_folios`) whose PTEs the call cleared, each with a reference
+    /// and whether it goes back active: they stay isolated until the end's flush, as the
+    /// kernel's caller puts them back only after shrink_folio_list() returned. Put back earlier,
+    /// another CPU could isolate, migrate and free one while a CPU still caches a PTE this batch
+    /// cleared (swarm seed 689). See `keep_or_putback()`.
+    pub keep: Vec<(Pfn, bool)>,
 }
 
 impl ReclaimTail {
     pub fn new(ncpus: usize) -> Self {
-        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new() }
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new() }
     }
 }
 
@@ -336,11 +342,28 @@ impl Sim {
     /// A folio that is dirty or under writeback and not reclaimed now goes back to the inactive
     /// list (`keep_locked`, before 4.11) or is activated (`activate_locked`, 4.11+, c55e8d035b28:
     /// "move dirty pages out of the way until they're flushed").
-    fn keep_for_io(&mut self, pfn: Pfn) {
+    fn keep_for_io(&mut self, keep: &mut Vec<(Pfn, bool)>, pfn: Pfn, unmapped: bool) {
         let activate = self.p.kver >= (4, 11);
-        self.putback(pfn, activate);
+        self.keep_or_putback(keep, pfn, unmapped, activate);
         if activate {
             self.vmstat.count(VmEvent::PGACTIVATE);
+        }
+    }
+
+    /// A folio shrink_folio_list() does not reclaim (`ret_folios`). In Linux all of them stay
+    /// isolated until the call returns. The model keeps isolated, with a reference (the
+    /// kernel's isolation reference), those whose PTEs this call cleared (`unmapped`): their
+    /// flush may still be pending, and nobody may isolate, migrate and free them before it
+    /// ([`Sim::finish_reclaim_tail`] puts them back after it). The others go back at once.
+    /// Departure: the model's end of the call can come a step later (`ReclaimTail`), so holding
+    /// every kept folio would widen a window Linux keeps to microseconds (a folio under
+    /// writeback could not be rotated meanwhile).
+    fn keep_or_putback(&mut self, keep: &mut Vec<(Pfn, bool)>, pfn: Pfn, unmapped: bool, active: bool) {
+        if unmapped {
+            self.get_page(pfn);
+            keep.push((pfn, active));
+        } else {
+            self.putback(pfn, active);
         }
     }
 
@@ -451,7 +474,7 @@ impl Sim {
     /// Leave the end of a shrink_folio_list() to the current task's next step, which runs it
     /// before anything else ([`Sim::finish_task_reclaim_tail`]); without a task, run it now.
     fn defer_reclaim_tail(&mut self, cpu: CpuId, mut tail: Box<ReclaimTail>) {
-        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() {
+        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() && tail.keep.is_empty() {
             return;
         }
         match self.cpus[cpu.0 as usize].current {
@@ -503,7 +526,7 @@ impl Sim {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
         let mut stat = ReclaimStat::default();
-        let ReclaimTail { batch, free_folios, luf_folios } = &mut *tail;
+        let ReclaimTail { batch, free_folios, luf_folios, keep } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         // Folios kswapd's pageout() started writing: one request on the device at the end.
         let mut pageout = Vec::new();
@@ -519,7 +542,7 @@ impl Sim {
             }
             if f.flags & pg::LOCKED != 0 {
                 // folio_trylock() failed (a readahead page whose read is being set up): keep.
-                self.putback(pfn, false);
+                self.keep_or_putback(keep, pfn, false, false);
                 continue;
             }
             let anon = f.flags & pg::ANON != 0;
@@ -540,12 +563,12 @@ impl Sim {
                     self.frame_mut(pfn).flags |= pg::RECLAIM;
                     stat.nr_writeback += count_scan as u64;
                 }
-                self.keep_for_io(pfn);
+                self.keep_for_io(keep, pfn, false);
                 continue;
             }
             if anon && self.swap.nr_free() == 0 && !do_demote_pass {
                 // No swap (or it is full): folio_alloc_swap() fails and the folio is activated.
-                self.putback(pfn, true);
+                self.keep_or_putback(keep, pfn, false, true);
                 self.vmstat.count(VmEvent::PGACTIVATE);
                 continue;
             }
@@ -553,12 +576,12 @@ impl Sim {
             if !ignore_references {
                 match self.folio_check_references(cpu, pfn) {
                     FolioRef::Activate => {
-                        self.putback(pfn, true);
+                        self.keep_or_putback(keep, pfn, false, true);
                         self.vmstat.count(VmEvent::PGACTIVATE);
                         continue;
                     }
                     FolioRef::Keep => {
-                        self.putback(pfn, false);
+                        self.keep_or_putback(keep, pfn, false, false);
                         continue;
                     }
                     FolioRef::ReclaimClean => reclaim_clean = true,
@@ -575,7 +598,7 @@ impl Sim {
             // reference to do that).
             let slot = if anon {
                 let Some(slot) = self.swap_alloc() else {
-                    self.putback(pfn, true);
+                    self.keep_or_putback(keep, pfn, false, true);
                     continue;
                 };
                 self.get_page(pfn);
@@ -584,12 +607,13 @@ impl Sim {
                 None
             };
             let mut luf = false;
+            let unmapped = f.mapcount > 0;
             if f.mapcount > 0 {
                 let b = if batched { Some(&mut *batch) } else { None };
                 luf = self.try_to_unmap(cpu, pfn, b, slot);
             }
             if self.frame(pfn).mapcount != 0 {
-                self.putback(pfn, true);
+                self.keep_or_putback(keep, pfn, unmapped, true);
                 if let Some(slot) = slot {
                     // Still mapped somewhere: give back the isolation reference, and the slot if
                     // no PTE took it.
@@ -624,11 +648,11 @@ impl Sim {
                     if !may_write {
                         self.vmstat.count(VmEvent::NR_VMSCAN_IMMEDIATE);
                         self.frame_mut(pfn).flags |= pg::RECLAIM;
-                        self.keep_for_io(pfn);
+                        self.keep_for_io(keep, pfn, unmapped);
                         continue;
                     }
                     if reclaim_clean {
-                        self.putback(pfn, false);
+                        self.keep_or_putback(keep, pfn, unmapped, false);
                         continue;
                     }
                     // pageout(): `folio_set_reclaim()`, then the filesystem's writepage starts
@@ -644,7 +668,7 @@ impl Sim {
                     self.vmstat.count(VmEvent::PGPGOUT);
                     self.vmstat.count(VmEvent::NR_VMSCAN_WRITE);
                     pageout.push(pfn);
-                    self.putback(pfn, false);
+                    self.keep_or_putback(keep, pfn, unmapped, false);
                     continue;
                 }
                 // __remove_mapping(): out of the page cache; the frame is freed with its batch.
@@ -682,8 +706,16 @@ impl Sim {
     /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
     /// freed (all versions since 4.3).
     pub fn finish_reclaim_tail(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
-        let ReclaimTail { batch, free_folios, luf_folios } = tail;
+        let ReclaimTail { batch, free_folios, luf_folios, keep } = tail;
         self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
+        // The caller's putback of what was not reclaimed (move_folios_to_lru(), or
+        // reclaim_pages()'s folio_putback_lru()), after the flush.
+        for (pfn, active) in keep.drain(..) {
+            if self.frame(pfn).refcount > 1 {
+                self.putback(pfn, active);
+            }
+            self.put_page(pfn);
+        }
     }
 
     /// `try_to_unmap_flush()`, then `free_unref_folios()`; with LUF (v10 "mm, vmscan: apply luf
