@@ -756,6 +756,11 @@ impl Sim {
     /// `do_exit()`: drop the mm (tearing it down with the last user), wake a waiting parent, and
     /// leave the CPU.
     fn do_exit(&mut self, cpu: CpuId, t: Tid) {
+        // A reclaim the task left for its next step ends first (in Linux it ends inside the
+        // call that started it): its flush, its frees, its putbacks.
+        if let Some(mut tail) = self.task_mut(t).reclaim_tail.take() {
+            self.finish_reclaim_tail(cpu, &mut tail);
+        }
         if let Some(mm) = self.task(t).mm {
             let m = self.mm_mut(mm);
             m.users -= 1;

@@ -711,7 +711,7 @@ impl Sim {
         // The caller's putback of what was not reclaimed (move_folios_to_lru(), or
         // reclaim_pages()'s folio_putback_lru()), after the flush.
         for (pfn, active) in keep.drain(..) {
-            if self.frame(pfn).refcount > 1 {
+            if self.frame(pfn).refcount > 1 && self.frame(pfn).flags & pg::LRU == 0 {
                 self.putback(pfn, active);
             }
             self.put_page(pfn);
