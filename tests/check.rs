@@ -192,3 +192,20 @@ fn a_stale_writable_entry_into_a_dirty_folio_mapped_again_read_only_is_not_a_los
         }
     }
 }
+
+/// scenarios/reclaim-msync-race.toml: MADV_PAGEOUT unmaps dirty writable PTEs of a shared file
+/// with the flush batched and keeps the dirty folios; msync from another process writes them
+/// back before the batch's flush, while cpu0 still caches dirty writable entries (a window in
+/// Linux's shrink_folio_list() too, docs/check.md). With the unmap flushing each PTE
+/// (batched_unmap_flush off) the window is gone.
+#[test]
+fn msync_during_a_pending_reclaim_flush_is_a_lost_write() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/reclaim-msync-race.toml");
+    for (sets, want) in [(vec![], Some(Class::LostWrite)), (vec!["kernel.batched_unmap_flush=off".to_string()], None)] {
+        let cfg = mmsim::config::load(&path, &sets).unwrap();
+        let (o, errors) = mmsim::check::swarm::check_config(&cfg, true).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(mmsim::check::headline(&o.violations).map(|v| v.class), want, "{sets:?}: {:?}", o.violations.first().map(|v| &v.detail));
+        assert_eq!(o.marks.get("pageout").copied(), Some(256), "msync wrote every page");
+    }
+}
