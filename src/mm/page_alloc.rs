@@ -1020,8 +1020,9 @@ mod tests {
     /// pcp->batch and the high limits per version. The 6.18 rows are this host's
     /// /proc/zoneinfo (2 CPUs on node 0): ZONE_NORMAL (managed 5,394,266, low watermark
     /// 20,163) shows batch 63, high_min 10,081, high_max 337,141; ZONE_DMA32 (772,918 and
-    /// 2,888) 63, 1,444, 48,307; ZONE_DMA (3,840 and 13) 1, 6, 240. 4.2's large zones show
-    /// "hi: 186, btch: 31" (openzfs/spl issue #116); 5.13's changelog of the 5.14 series
+    /// 2,888) 63, 1,444, 48,307; ZONE_DMA (3,840 and 13) 1, 6, 240. The pre-4.19 formula gives
+    /// large zones "hi: 186, btch: 31", as a zoneinfo dump of an older kernel quoted in
+    /// openzfs/spl issue #116 shows; 5.13's changelog of the 5.14 series
     /// quotes "high: 378, batch: 63".
     #[test]
     fn pcp_setup_per_version() {
