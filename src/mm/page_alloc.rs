@@ -190,6 +190,14 @@ impl Pcp {
         (self.free_count as i64).max(batch).min(high - batch).max(0) as usize
     }
 
+    /// `pcp->high = clamp(pcp->high, high_min, high_max)`, as nr_pcp_high() and nr_pcp_alloc()
+    /// both begin (6.7+). Returns it. Like the kernel's clamp() (min(max(v, lo), hi)), it gives
+    /// high_max if a tiny zone has high_min above it, where `usize::clamp` would panic.
+    fn clamp_high(&mut self) -> i64 {
+        self.high = self.high.max(self.high_min).min(self.high_max);
+        self.high as i64
+    }
+
     /// `nr_pcp_high()` of 6.7+ for an order-0 free: the limit the list is checked against, and
     /// pcp->high lowered (reclaim active, zone below its high watermark) or raised (a free that
     /// fills the list while memory is plentiful).
@@ -197,8 +205,7 @@ impl Pcp {
         let (lo, hi) = (self.high_min as i64, self.high_max as i64);
         let batch = self.batch as i64;
         let count = self.list.len() as i64;
-        let mut high = (self.high as i64).max(lo).min(hi);
-        self.high = high as usize;
+        let mut high = self.clamp_high();
         if high == 0 {
             return 0;
         }
@@ -240,8 +247,7 @@ impl Pcp {
         }
         let (lo, hi) = (self.high_min as i64, self.high_max as i64);
         let base = self.batch as i64;
-        let mut high = (self.high as i64).max(lo).min(hi);
-        self.high = high as usize;
+        let mut high = self.clamp_high();
         if high < base {
             return 1;
         }
