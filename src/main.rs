@@ -55,7 +55,7 @@ enum Cmd {
         viz: mmsim::report::viz::VizArgs,
     },
     /// Measure TLB shootdowns of microbenchmarks on this host's kernel and compare with the model.
-    #[command(after_help = "Without --op, runs the whole matrix (7 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml")]
+    #[command(after_help = "Without --op, runs the whole matrix (7 ops x 3 remote modes x 8 page counts: 1, 16, 32, 33, 34, 512, 513, 1024).\nPrints host and simulated shootdowns and ns per op; a case whose host repeats all lost CPU 1 (or disagree with each other) after re-measuring is marked \"noisy\", not a disagreement.\nExamples:\n  mmsim validate\n  mmsim validate --op madv-pageout --pages 512 --iters 200 --remote spin --json v.json\n  mmsim validate --sim-only   # print the model's figures without measuring the host\n  mmsim validate --cost-profile scenarios/profiles/host-kvm-2cpu.toml\n  sudo mmsim validate --race reclaim-writeback   # a lost write the oracle reports, on this kernel")]
     Validate {
         /// One op: mmap-anon, mmap-file, mprotect, madv-dontneed, madv-pageout, fork-cow, msync.
         #[arg(long)]
@@ -81,6 +81,15 @@ enum Cmd {
         /// Apply a cost profile (TOML with a [cost] table, e.g. from `mmsim calibrate`) to the simulated side.
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
+        /// Instead of the shootdown matrix: check a race the model's oracle reports on this host's kernel (reclaim-writeback; root).
+        #[arg(long, value_name = "RACE")]
+        race: Option<String>,
+        /// Rounds of the host's race test, per writeback call (with --race).
+        #[arg(long, default_value_t = 300)]
+        rounds: u32,
+        /// Directory for the race test's file (with --race; default: a scratch ext4 on a loop device over /dev/shm).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
     #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk), each the minimum (block I/O: the median) of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
@@ -227,7 +236,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
         Cmd::Run { scenario, set, json, only, cost_profile, viz } => cmd_run(scenario, set, json, only, cost_profile, viz),
-        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
+        Cmd::Validate { race: Some(race), rounds, dir, sim_only, json, .. } => mmsim::validate::race::cli(&race, rounds, dir, sim_only, json),
+        Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile, .. } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
         Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
         Cmd::Bench { json, scaling: true, .. } => mmsim::bench::scaling_cli(json),
         Cmd::Bench { accesses, json, .. } => mmsim::bench::cli(accesses, json),

@@ -199,47 +199,6 @@ fn fmt_float(x: f64) -> String {
     if s.contains('.') || s.contains('e') { s } else { format!("{s}.0") }
 }
 
-/// A scratch ext4 with 4 KiB page-cache folios for calibrate.c's page-cache loop: Linux 6.x
-/// gives an ext4 file large folios unless the file system journals data
-/// (`ext4_should_enable_large_folio()`), and the model, like the seeds' kernels, has 4 KiB
-/// page-cache folios. A sparse 256 MiB image in the file directory, `mkfs.ext4`, mounted
-/// `-o loop,data=journal` (root only); unmounted and removed on drop.
-struct SmallFolioFs {
-    dir: PathBuf,
-    mnt: PathBuf,
-    mounted: bool,
-}
-
-impl SmallFolioFs {
-    fn make(base: &std::path::Path) -> Result<Self, String> {
-        let dir = base.join(format!("mmsim-calibrate-{}", std::process::id()));
-        let mut fs = SmallFolioFs { mnt: dir.join("mnt"), dir, mounted: false };
-        std::fs::create_dir_all(&fs.mnt).map_err(|e| format!("cannot make {}: {e}", fs.mnt.display()))?;
-        let img = fs.dir.join("img");
-        std::fs::File::create(&img).and_then(|f| f.set_len(256 << 20)).map_err(|e| format!("cannot make {}: {e}", img.display()))?;
-        let run = |what: &str, c: &mut Command| -> Result<(), String> {
-            match c.output() {
-                Ok(o) if o.status.success() => Ok(()),
-                Ok(o) => Err(format!("{what} failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
-                Err(e) => Err(format!("cannot run {what}: {e}")),
-            }
-        };
-        run("mkfs.ext4", Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))?;
-        run("mount -o loop,data=journal (root only)", Command::new("mount").args(["-o", "loop,data=journal"]).arg(&img).arg(&fs.mnt))?;
-        fs.mounted = true;
-        Ok(fs)
-    }
-}
-
-impl Drop for SmallFolioFs {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg(&self.mnt).output();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
     let info = match host::probe() {
         Ok(i) => i,
@@ -256,7 +215,11 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
         }
     };
     let base = filedir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp"));
-    let small = SmallFolioFs::make(&base);
+    // A scratch ext4 with 4 KiB page-cache folios for calibrate.c's page-cache loop: Linux 6.x
+    // gives an ext4 file large folios unless the file system journals data
+    // (`ext4_should_enable_large_folio()`), and the model, like the seeds' kernels, has 4 KiB
+    // page-cache folios.
+    let small = host::ScratchExt4::make(&base, "calibrate", "loop,data=journal");
     let mut cmd = Command::new(bench.binary());
     cmd.arg(&base);
     if let Ok(fs) = &small {

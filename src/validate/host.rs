@@ -474,6 +474,46 @@ impl Drop for HostBench {
     }
 }
 
+/// A scratch ext4 in a sparse 256 MiB image under `base`, mounted with `-o OPTS` (a loop mount:
+/// root only); unmounted and removed on drop. `mmsim calibrate` mounts it `loop,data=journal` on
+/// a disk (4 KiB page-cache folios); `validate --race` mounts it `loop` on /dev/shm (tmpfs: I/O
+/// that completes in tens of microseconds).
+pub(crate) struct ScratchExt4 {
+    dir: PathBuf,
+    pub mnt: PathBuf,
+    mounted: bool,
+}
+
+impl ScratchExt4 {
+    pub(crate) fn make(base: &Path, tag: &str, opts: &str) -> Result<Self, String> {
+        let dir = base.join(format!("mmsim-{tag}-{}", std::process::id()));
+        let mut fs = ScratchExt4 { mnt: dir.join("mnt"), dir, mounted: false };
+        fs::create_dir_all(&fs.mnt).map_err(|e| format!("cannot make {}: {e}", fs.mnt.display()))?;
+        let img = fs.dir.join("img");
+        fs::File::create(&img).and_then(|f| f.set_len(256 << 20)).map_err(|e| format!("cannot make {}: {e}", img.display()))?;
+        let run = |what: &str, c: &mut Command| -> Result<(), String> {
+            match c.output() {
+                Ok(o) if o.status.success() => Ok(()),
+                Ok(o) => Err(format!("{what} failed: {}", String::from_utf8_lossy(&o.stderr).trim())),
+                Err(e) => Err(format!("cannot run {what}: {e}")),
+            }
+        };
+        run("mkfs.ext4", Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))?;
+        run(&format!("mount -o {opts} (root only)"), Command::new("mount").args(["-o", opts]).arg(&img).arg(&fs.mnt))?;
+        fs.mounted = true;
+        Ok(fs)
+    }
+}
+
+impl Drop for ScratchExt4 {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg(&self.mnt).output();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Create a new, empty directory under the system temp dir.
 fn unique_temp_dir() -> io::Result<PathBuf> {
     static SEQ: AtomicU64 = AtomicU64::new(0);

@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod case;
 pub mod fit;
 pub mod host;
+pub mod race;
 pub mod sim;
 
 use std::path::PathBuf;
