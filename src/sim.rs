@@ -622,6 +622,8 @@ pub struct Params {
     pub isolated_throttle_ns: Ns,
     /// Faults take mmap_lock for read (before 6.4's per-VMA locks).
     pub fault_mmap_lock: bool,
+    /// `zone_batchsize()`'s cap in pages (`kernel.pcp_batch_cap_kib`, or the version's).
+    pub pcp_batch_cap_pages: u64,
 }
 
 impl Params {
@@ -705,6 +707,10 @@ impl Params {
             lock_handoff_cross_socket_ns: c.float("cost.lock_handoff_cross_socket_ns"),
             isolated_throttle_ns: if crate::config::presets::version(&preset) >= (5, 16) { 1_000_000_000 / 50 } else { crate::mm::vmscan::HZ_10_NS },
             fault_mmap_lock: crate::config::presets::version(&preset) < (6, 4),
+            pcp_batch_cap_pages: match c.int("kernel.pcp_batch_cap_kib") {
+                -1 => crate::mm::page_alloc::pcp_batch_cap_pages(crate::config::presets::version(&preset)),
+                kib => kib as u64 / 4,
+            },
         }
     }
 }

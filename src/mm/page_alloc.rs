@@ -82,12 +82,22 @@ const MIN_PERCPU_PAGELIST_HIGH_FRACTION: u64 = 8;
 /// `sysctl_stat_interval` (HZ): vmstat_update(), which runs decay_pcp_high(), every second.
 pub const PCP_DECAY_INTERVAL_NS: Ns = 1_000_000_000;
 
-/// `zone_batchsize()` for a zone of `managed` pages: about a quarter of a thousandth of the
-/// zone, at most 512 KiB of pages before 4.19 and 1 MiB since, divided by 4 and rounded to
-/// 2^n - 1 (the cache-colouring rule): 31 (4.2) or 63 (4.19+) on zones above 688 MiB. 0 on a
-/// zone under 8,192 pages, as the kernel returns (its callers make the batch 1).
+/// The cap of `zone_batchsize()` in pages, per version: 512 KiB before 4.19, 1 MiB since
+/// (`kernel.pcp_batch_cap_kib` = -1).
+pub fn pcp_batch_cap_pages(kver: (u32, u32)) -> u64 {
+    if kver >= PCP_BATCH_1M_SINCE { 256 } else { 128 }
+}
+
+/// `zone_batchsize()` for a zone of `managed` pages with the version's cap
+/// ([`pcp_batch_cap_pages`]): 31 (4.2) or 63 (4.19+) on zones above 688 MiB.
 pub fn zone_batchsize(managed: u64, kver: (u32, u32)) -> u64 {
-    let cap = if kver >= PCP_BATCH_1M_SINCE { 256 } else { 128 };
+    zone_batchsize_capped(managed, pcp_batch_cap_pages(kver))
+}
+
+/// `zone_batchsize()`: about a quarter of a thousandth of the zone, at most `cap` pages,
+/// divided by 4 and rounded to 2^n - 1 (the cache-colouring rule). 0 on a zone under 8,192
+/// pages, as the kernel returns (its callers make the batch 1).
+pub fn zone_batchsize_capped(managed: u64, cap: u64) -> u64 {
     let b = ((managed / 1024).min(cap) / 4).max(1);
     let sum = b + b / 2;
     (1u64 << (63 - sum.leading_zeros())) - 1
@@ -112,8 +122,9 @@ impl PcpSetup {
     ///   managed pages give high_min 10,081 and high_max 337,141 in /proc/zoneinfo.)
     ///
     /// `vm.percpu_pagelist_high_fraction` (0) is not modelled.
-    pub fn new(managed: u64, low_wmark: u64, nr_cpus: u64, kver: (u32, u32)) -> PcpSetup {
-        let raw = zone_batchsize(managed, kver);
+    /// `batch_cap`: [`zone_batchsize_capped`]'s cap in pages (the version's: [`pcp_batch_cap_pages`]).
+    pub fn new(managed: u64, low_wmark: u64, nr_cpus: u64, kver: (u32, u32), batch_cap: u64) -> PcpSetup {
+        let raw = zone_batchsize_capped(managed, batch_cap);
         let batch = raw.max(1);
         let nr_cpus = nr_cpus.max(1);
         let highsize = |total: u64| (total / nr_cpus).max(batch << 2) as usize;
@@ -331,12 +342,12 @@ impl Sim {
         }
         // zone_pcp_update() after the watermarks (setup_per_zone_wmarks()): the high limits
         // of 5.14+ follow the low watermark, split over the node's CPUs.
-        let kver = self.p.kver;
+        let (kver, cap) = (self.p.kver, self.p.pcp_batch_cap_pages);
         let setups: Vec<PcpSetup> = (0..self.nodes.len())
             .map(|node| {
                 let local = (0..self.cpus.len()).filter(|&c| self.cpu_node(CpuId(c as u32)).0 as usize == node).count() as u64;
                 let nr_cpus = if local == 0 { self.cpus.len() as u64 } else { local };
-                PcpSetup::new(self.nodes[node].nr_pages as u64, self.nodes[node].wmark.low, nr_cpus, kver)
+                PcpSetup::new(self.nodes[node].nr_pages as u64, self.nodes[node].wmark.low, nr_cpus, kver, cap)
             })
             .collect();
         self.pcp = (0..self.cpus.len()).map(|_| setups.iter().map(|&s| Pcp::new(s, kver)).collect()).collect();
@@ -1033,7 +1044,7 @@ mod tests {
     #[test]
     fn pcp_setup_per_version() {
         let s = |managed, low, cpus, v| {
-            let p = PcpSetup::new(managed, low, cpus, v);
+            let p = PcpSetup::new(managed, low, cpus, v, pcp_batch_cap_pages(v));
             (p.batch, p.high_min, p.high_max)
         };
         assert_eq!(s(5_394_266, 20_163, 2, (6, 18)), (63, 10_081, 337_141));
@@ -1046,8 +1057,26 @@ mod tests {
         assert_eq!(s(4 << 20, 20_000, 12, (6, 9)), (63, 1_666, 43_690));
     }
 
+    /// `kernel.pcp_batch_cap_kib` replaces the version's cap (d8a759b57035's experiment: 4.18
+    /// with batch 31, 63 and 127); -1 keeps it.
+    #[test]
+    fn the_batch_cap_knob_sets_the_batch() {
+        assert_eq!(zone_batchsize_capped(4 << 20, 512), 127);
+        let batch = |sets: &[&str]| {
+            let mut all = vec!["machine.mem_per_node_mib=2048".to_string(), "kernel.preset=linux-4.14".to_string(), "workload.kind=synthetic".to_string()];
+            all.extend(sets.iter().map(|s| s.to_string()));
+            let cfg = crate::config::Config::defaults(&all).unwrap();
+            let sim = crate::sim::Sim::build(&cfg).unwrap();
+            (sim.pcp[0][0].batch, sim.pcp[0][0].high_max)
+        };
+        assert_eq!(batch(&[]), (31, 186));
+        assert_eq!(batch(&["kernel.pcp_batch_cap_kib=-1"]), (31, 186));
+        assert_eq!(batch(&["kernel.pcp_batch_cap_kib=1024"]), (63, 378));
+        assert_eq!(batch(&["kernel.pcp_batch_cap_kib=2048"]), (127, 762));
+    }
+
     fn pcp_with(v: (u32, u32), count: usize) -> Pcp {
-        let mut p = Pcp::new(PcpSetup::new(4 << 20, 20_000, 12, v), v);
+        let mut p = Pcp::new(PcpSetup::new(4 << 20, 20_000, 12, v, pcp_batch_cap_pages(v)), v);
         p.list = (0..count as u32).map(Pfn).collect();
         p
     }
