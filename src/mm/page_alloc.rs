@@ -400,8 +400,12 @@ impl Sim {
     /// `__free_one_page()`: put a block back, merging with free buddies. Every frame of the
     /// block is already free ([`Frame::free`]: from a pcp list, split off a buddy block, or
     /// reset by the caller).
-    pub(crate) fn free_one_page(&mut self, pfn: u32, order: usize) {
+    pub(crate) fn free_one_page(&mut self, pfn: u32, order: usize) -> u32 {
         let node = self.pfn_to_nid(Pfn(pfn));
+        // Struct pages this touches (a cache miss each when another CPU, or nobody lately,
+        // touched them): the page, every buddy probed, the list neighbours of each merged
+        // buddy, the list's first entry it links before.
+        let mut touched = 1;
         let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
         let (mut pfn, mut order) = (pfn, order);
         for i in 0..(1u32 << order) {
@@ -415,24 +419,36 @@ impl Sim {
             if buddy < start || buddy + (1 << order) > end {
                 break;
             }
+            touched += 1;
             let b = &self.frames[buddy as usize];
             if b.flags & pg::BUDDY == 0 || b.buddy_order() != order {
                 break;
             }
+            touched += (b.lru_next != NIL) as u32 + (b.lru_prev != NIL) as u32;
             self.list_del(node, order, buddy);
             pfn = pfn.min(buddy);
             order += 1;
         }
+        touched += (self.nodes[node].free_area.head[order] != NIL) as u32;
         self.list_add(node, order, pfn);
+        touched
     }
 
     /// `__rmqueue_smallest()` + `expand()`: an order-`order` block from node `node`'s buddy.
     fn rmqueue_smallest(&mut self, node: usize, order: usize) -> Option<u32> {
+        self.rmqueue_smallest_touched(node, order).map(|(p, _)| p)
+    }
+
+    /// [`Sim::rmqueue_smallest`] with the struct pages it touched: the block's first page, the
+    /// list entry after it, and each upper half `expand()` links (with the entry it links
+    /// before).
+    fn rmqueue_smallest_touched(&mut self, node: usize, order: usize) -> Option<(u32, u32)> {
         for o in order..=MAX_PAGE_ORDER {
             let head = self.nodes[node].free_area.head[o];
             if head == NIL {
                 continue;
             }
+            let mut touched = 1 + (self.frames[head as usize].lru_next != NIL) as u32;
             self.list_del(node, o, head);
             // expand(): give back the upper halves.
             let mut size = 1u32 << o;
@@ -440,9 +456,10 @@ impl Sim {
             while cur > order {
                 cur -= 1;
                 size >>= 1;
+                touched += 1 + (self.nodes[node].free_area.head[cur] != NIL) as u32;
                 self.list_add(node, cur, head + size);
             }
-            return Some(head);
+            return Some((head, touched));
         }
         None
     }
@@ -509,21 +526,22 @@ impl Sim {
         self.pcp_decay_due(cpu);
         let refill = self.pcp[ci][node].alloc_refill(self.p.kver, self.nodes[node].zone_flags);
         if refill > 0 {
-            let mut got = 0;
+            let (mut got, mut touched) = (0, 0u32);
             for _ in 0..refill {
-                match self.rmqueue_smallest(node, 0) {
-                    Some(p) => {
+                match self.rmqueue_smallest_touched(node, 0) {
+                    Some((p, t)) => {
                         self.pcp[ci][node].list.push(Pfn(p));
                         got += 1;
+                        touched += t;
                     }
                     None => break,
                 }
             }
             // rmqueue_bulk() under zone->lock (spin_lock_irqsave): one dependent cache miss
-            // per page taken off a buddy list.
+            // per struct page the buddy's list work touched.
             if got > 0 {
                 self.kfn_enter(cpu, KFn::RmqueueBulk);
-                let work = self.miss_ns(cpu, NodeId(node as u32)) * got as f64;
+                let work = self.miss_ns(cpu, NodeId(node as u32)) * touched as f64;
                 self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
                 self.charge_sys(cpu, work);
                 self.kfn_exit(cpu);
@@ -715,9 +733,12 @@ impl Sim {
     /// `node` go back to the buddy, under zone->lock (spin_lock_irqsave): one dependent cache
     /// miss per page merged back into a buddy list.
     fn free_pcppages_bulk(&mut self, cpu: CpuId, owner: CpuId, node: usize, count: usize) {
-        self.pcp_to_buddy(owner, node, count);
+        // Under zone->lock (spin_lock_irqsave), one cache miss per struct page the buddy's
+        // list work touched (Aaron Lu, 2018: "the most time consuming part of operations under
+        // zone->lock is cache misses on struct page").
+        let touched = self.pcp_to_buddy(owner, node, count);
         self.kfn_enter(cpu, KFn::FreePcppagesBulk);
-        let work = self.miss_ns(cpu, NodeId(node as u32)) * count as f64;
+        let work = self.miss_ns(cpu, NodeId(node as u32)) * touched as f64;
         self.lock_section(cpu, LockId::Zone(node as u32), Mode::Exclusive, work);
         self.charge_sys(cpu, work);
         self.kfn_exit(cpu);
@@ -725,11 +746,9 @@ impl Sim {
 
     /// The oldest `count` pages of `owner`'s pcp list for `node` back into the buddy (the list
     /// work of free_pcppages_bulk(), without its cost).
-    fn pcp_to_buddy(&mut self, owner: CpuId, node: usize, count: usize) {
+    fn pcp_to_buddy(&mut self, owner: CpuId, node: usize, count: usize) -> u32 {
         let out: Vec<Pfn> = self.pcp[owner.0 as usize][node].list.drain(..count).collect();
-        for p in out {
-            self.free_one_page(p.0, 0);
-        }
+        out.into_iter().map(|p| self.free_one_page(p.0, 0)).sum()
     }
 
     /// `drain_pages(cpu)` run by `by`: every node's list of `owner` emptied, each a
