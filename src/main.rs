@@ -82,7 +82,7 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         cost_profile: Option<PathBuf>,
         /// Instead of the shootdown matrix: check a race the model's oracle reports on this host's kernel (reclaim-writeback; root).
-        #[arg(long, value_name = "RACE")]
+        #[arg(long, value_name = "RACE", conflicts_with_all = ["op", "pages", "iters", "remote", "cost_profile"])]
         race: Option<String>,
         /// Rounds of the host's race test, per writeback call (with --race).
         #[arg(long, default_value_t = 300)]

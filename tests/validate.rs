@@ -83,3 +83,26 @@ fn every_shipped_cost_profile_applies_to_a_scenario() {
     }
     assert!(n >= 1);
 }
+
+/// `--race`: an unknown race and zero rounds are usage errors; `--sim-only` prints and writes the
+/// model's two verdicts without touching the host (the host side needs root: docs/host-findings.md §9).
+#[test]
+fn race_sim_only_gives_the_models_verdicts() {
+    let o = mmsim().args(["validate", "--race", "nope"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--rounds", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--op", "mprotect"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "--race with --op: {}", String::from_utf8_lossy(&o.stderr));
+    let d = tmpdir("race");
+    let json = d.join("race.json");
+    let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--sim-only", "--json"]).arg(&json).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("lost-write") && out.contains("no violation") && out.contains("not measured"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["model"][0]["violation"], "lost-write");
+    assert!(v["model"][1]["violation"].is_null());
+    assert_eq!(v["host"].as_array().map(|a| a.len()), Some(0));
+    std::fs::remove_dir_all(&d).unwrap();
+}
