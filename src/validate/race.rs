@@ -1,7 +1,8 @@
 //! `mmsim validate --race reclaim-writeback`: a race the model's oracle reports, checked on this
 //! host's kernel. The model's side is `scenarios/reclaim-msync-race.toml` under the oracle, with
 //! seed 002's batched unmap flush on and off; the host's is `reclaim_race.c` (embedded with
-//! `include_str!`, compiled with `$CC` as `hostbench.c` is), on ext4 over a loop device on
+//! `include_str!`, compiled with `$CC` as `hostbench.c` is; `reclaim_race_memcg.c` for the same
+//! window under a memory cgroup's limit), on ext4 over a loop device on
 //! tmpfs that this command sets up and removes (fast I/O: the window is the rest of one
 //! `shrink_folio_list()` call, ~0.3 ms here), or on a file in `--dir`. docs/host-findings.md §9
 //! has what was measured and why each piece of the host program is there.
@@ -15,6 +16,7 @@ use serde::Serialize;
 use super::host::{HostBench, HostError, ScratchExt4};
 
 const RACE_C: &str = include_str!("reclaim_race.c");
+const RACE_MEMCG_C: &str = include_str!("reclaim_race_memcg.c");
 const SCENARIO: &str = include_str!("../../scenarios/reclaim-msync-race.toml");
 const SCENARIO_NAME: &str = "scenarios/reclaim-msync-race.toml";
 const EXIT_USAGE: u8 = 2;
@@ -34,19 +36,26 @@ pub struct ModelRun {
     pub violation: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct HostRun {
-    /// `sync_file_range` or `msync`.
+    /// Who reclaims: `MADV_PAGEOUT` (reclaim_race.c) or `memcg reclaim` (a fault past a memory
+    /// cgroup's limit, reclaim_race_memcg.c).
+    pub reclaim: String,
+    /// `sync_file_range`, `msync`, or `none` (the memcg run that times the window instead).
     pub writeback: String,
     pub rounds: u32,
     /// Rounds where page 0 of the mapping was in a large folio (the test wants none).
     pub large: u32,
-    /// Rounds where M saw page 0's PTE cleared before MADV_PAGEOUT returned.
+    /// Rounds where M saw page 0's PTE cleared by the reclaim.
     pub seen: u32,
-    /// Rounds where M's store after the writeback came before MADV_PAGEOUT returned.
-    pub window: u32,
+    /// Rounds where M's store (after the writeback, if any) did not fault: it went through CPU
+    /// 0's stale TLB entry.
+    pub stale: u32,
     /// Rounds where the file did not hold the last stored value: lost writes.
     pub lost: u32,
+    /// `none` only: how long M's stores went on without a fault after the PTE was seen cleared
+    /// (µs; the rest of the reclaim batch), median and largest.
+    pub window_us: Option<(f64, f64)>,
 }
 
 #[derive(Debug, Serialize)]
@@ -60,10 +69,20 @@ pub struct RaceReport {
     pub host_error: Option<String>,
 }
 
-/// Parse reclaim_race's last line, `result rounds=R large=K seen=S window=W lost=L`.
-pub fn parse_result(writeback: &str, stdout: &str) -> Result<HostRun, String> {
+/// Parse a race program's output: its last line, `result rounds=R large=K seen=S stale=T
+/// lost=L`, and the memcg program's `window round=N us=X stale_stores=M` lines.
+pub fn parse_result(reclaim: &str, writeback: &str, stdout: &str) -> Result<HostRun, String> {
     let line = stdout.lines().rev().find(|l| l.starts_with("result ")).ok_or_else(|| format!("no `result` line in:\n{stdout}"))?;
-    let mut run = HostRun { writeback: writeback.to_string(), ..HostRun::default() };
+    let mut run = HostRun { reclaim: reclaim.to_string(), writeback: writeback.to_string(), ..HostRun::default() };
+    let mut us: Vec<f64> = stdout
+        .lines()
+        .filter(|l| l.starts_with("window "))
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("us=")).and_then(|v| v.parse().ok()))
+        .collect();
+    if !us.is_empty() {
+        us.sort_by(f64::total_cmp);
+        run.window_us = Some((us[us.len() / 2], us[us.len() - 1]));
+    }
     for word in line.split_whitespace().skip(1) {
         let (k, v) = word.split_once('=').ok_or_else(|| format!("`{word}` in `{line}`: not key=value"))?;
         let v: u32 = v.parse().map_err(|_| format!("`{word}` in `{line}`: not a count"))?;
@@ -71,7 +90,7 @@ pub fn parse_result(writeback: &str, stdout: &str) -> Result<HostRun, String> {
             "rounds" => run.rounds = v,
             "large" => run.large = v,
             "seen" => run.seen = v,
-            "window" => run.window = v,
+            "stale" => run.stale = v,
             "lost" => run.lost = v,
             _ => return Err(format!("unknown key `{k}` in `{line}`")),
         }
@@ -116,17 +135,65 @@ fn host_runs(rounds: u32, dir: Option<&Path>) -> Result<(String, String, Vec<Hos
     };
     let file = dir.join("mmsim-reclaim-race.dat");
     let mut runs = Vec::new();
-    for wb in WRITEBACKS {
-        eprintln!("mmsim validate --race: {rounds} rounds with {wb} on {fs_name} ...");
-        let out = Command::new(bench.binary()).arg(&file).arg(rounds.to_string()).arg(wb).output().map_err(|e| format!("starting {}: {e}", bench.binary().display()))?;
+    let run = |bin: &Path, args: &[String], what: &str| -> Result<String, String> {
+        eprintln!("mmsim validate --race: {rounds} rounds, {what}, on {fs_name} ...");
+        let out = Command::new(bin).args(args).output().map_err(|e| format!("starting {}: {e}", bin.display()))?;
         if !out.status.success() {
-            let _ = fs::remove_file(&file);
-            return Err(format!("reclaim_race {wb} exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim_end()));
+            return Err(format!("{what} exited with {}: {}", out.status, String::from_utf8_lossy(&out.stderr).trim_end()));
         }
-        runs.push(parse_result(wb, &String::from_utf8_lossy(&out.stdout))?);
-    }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let result = (|| -> Result<(), String> {
+        for wb in WRITEBACKS {
+            let out = run(bench.binary(), &[file.display().to_string(), rounds.to_string(), wb.to_string()], &format!("MADV_PAGEOUT against {wb}"))?;
+            runs.push(parse_result("MADV_PAGEOUT", wb, &out)?);
+        }
+        // The same window under memory pressure: a memory cgroup with a 16 MiB limit.
+        match memcg_dir() {
+            Some((cg, limit)) => {
+                let memcg = HostBench::build_named("reclaim_race_memcg", RACE_MEMCG_C).map_err(|e: HostError| e.to_string())?;
+                for wb in ["none", "sync_file_range"] {
+                    let mode = if wb == "none" { "window" } else { wb };
+                    let out = run(memcg.binary(), &[file.display().to_string(), rounds.to_string(), cg.display().to_string(), limit.to_string(), mode.to_string()], &format!("memcg reclaim against {wb}"));
+                    // The cgroup is empty once the program has exited.
+                    let _ = fs::remove_dir(&cg);
+                    runs.push(parse_result("memcg reclaim", wb, &out?)?);
+                }
+            }
+            None => eprintln!("mmsim validate --race: no memory cgroup to make (cgroup v1 memory controller or v2 with memory in subtree_control): the memcg rows are skipped"),
+        }
+        Ok(())
+    })();
     let _ = fs::remove_file(&file);
+    result?;
     Ok((info.kernel, fs_name, runs))
+}
+
+/// A new memory cgroup's directory beside this process's, and its limit file: cgroup v1's
+/// memory controller (`memory.limit_in_bytes`) or v2 (`memory.max`, if the parent delegates
+/// the memory controller).
+fn memcg_dir() -> Option<(PathBuf, &'static str)> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let name = format!("mmsim-race-{}", std::process::id());
+    for line in own.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        let path = path.trim_start_matches('/');
+        if ctrl.split(',').any(|c| c == "memory") {
+            let dir = Path::new("/sys/fs/cgroup/memory").join(path);
+            if dir.join("memory.limit_in_bytes").exists() {
+                return Some((dir.join(name), "memory.limit_in_bytes"));
+            }
+        }
+        if ctrl.is_empty() {
+            let dir = Path::new("/sys/fs/cgroup").join(path);
+            let delegated = fs::read_to_string(dir.join("cgroup.subtree_control")).map(|s| s.split_whitespace().any(|c| c == "memory")).unwrap_or(false);
+            if delegated {
+                return Some((dir.join(name), "memory.max"));
+            }
+        }
+    }
+    None
 }
 
 fn print(r: &RaceReport) {
@@ -139,9 +206,12 @@ fn print(r: &RaceReport) {
     match (&r.host_kernel, &r.host_error) {
         (Some(k), None) => {
             println!("host (Linux {k}, {}):", r.host_filesystem.as_deref().unwrap_or("?"));
-            println!("  {:<16} {:>7} {:>14} {:>16} {:>12}", "writeback by", "rounds", "PTE seen gone", "store in window", "lost writes");
+            println!("  {:<14} {:<16} {:>7} {:>14} {:>22} {:>12}", "reclaim by", "writeback by", "rounds", "PTE seen gone", "store through stale TLB", "lost writes");
             for h in &r.host {
-                println!("  {:<16} {:>7} {:>14} {:>16} {:>12}", h.writeback, h.rounds, h.seen, h.window, h.lost);
+                println!("  {:<14} {:<16} {:>7} {:>14} {:>22} {:>12}", h.reclaim, h.writeback, h.rounds, h.seen, h.stale, h.lost);
+                if let Some((med, max)) = h.window_us {
+                    println!("  {:<14} (stores went on through the stale entry for {med:.1} µs after the PTE was seen cleared, median; {max:.1} µs at most)", "");
+                }
                 if h.large > 0 {
                     println!("  (page 0 was in a large folio in {} rounds: MADV_PAGEOUT may skip it)", h.large);
                 }
@@ -203,11 +273,14 @@ mod tests {
 
     #[test]
     fn the_result_line_parses_and_bad_lines_are_refused() {
-        let out = "lost round=4 stored=1009 file=1008\nresult rounds=300 large=0 seen=300 window=294 lost=69\n";
-        assert_eq!(parse_result("sync_file_range", out).unwrap(), HostRun { writeback: "sync_file_range".into(), rounds: 300, large: 0, seen: 300, window: 294, lost: 69 });
-        assert!(parse_result("msync", "lost round=1 stored=3 file=2\n").is_err());
-        assert!(parse_result("msync", "result rounds=3 lost=x\n").is_err());
-        assert!(parse_result("msync", "result rounds=3 gone=1\n").is_err());
+        let out = "lost round=4 stored=1009 file=1008\nresult rounds=300 large=0 seen=300 stale=294 lost=69\n";
+        let want = HostRun { reclaim: "MADV_PAGEOUT".into(), writeback: "sync_file_range".into(), rounds: 300, large: 0, seen: 300, stale: 294, lost: 69, window_us: None };
+        assert_eq!(parse_result("MADV_PAGEOUT", "sync_file_range", out).unwrap(), want);
+        let out = "window round=0 us=52.5 stale_stores=40\nwindow round=1 us=27.1 stale_stores=9\nwindow round=2 us=101.1 stale_stores=88\nresult rounds=3 large=0 seen=3 stale=3 lost=0\n";
+        assert_eq!(parse_result("memcg reclaim", "none", out).unwrap().window_us, Some((52.5, 101.1)));
+        assert!(parse_result("x", "msync", "lost round=1 stored=3 file=2\n").is_err());
+        assert!(parse_result("x", "msync", "result rounds=3 lost=x\n").is_err());
+        assert!(parse_result("x", "msync", "result rounds=3 gone=1\n").is_err());
     }
 
     #[test]
