@@ -1,8 +1,8 @@
 //! `mmsim validate --race reclaim-writeback`: a race the model's oracle reports, checked on this
 //! host's kernel. The model's side is `scenarios/reclaim-msync-race.toml` under the oracle, with
 //! seed 002's batched unmap flush on and off; the host's is `reclaim_race.c` (embedded with
-//! `include_str!`, compiled with `$CC` as `hostbench.c` is; `reclaim_race_memcg.c` for the same
-//! window under a memory cgroup's limit), on ext4 over a loop device on
+//! `include_str!`, compiled with `$CC` as `hostbench.c` is; its `memcg` mode has the same window
+//! under a memory cgroup's limit), on ext4 over a loop device on
 //! tmpfs that this command sets up and removes (fast I/O: the window is the rest of one
 //! `shrink_folio_list()` call, ~0.3 ms here), or on a file in `--dir`. docs/host-findings.md §9
 //! has what was measured and why each piece of the host program is there.
@@ -16,7 +16,6 @@ use serde::Serialize;
 use super::host::{HostBench, HostError, ScratchExt4};
 
 const RACE_C: &str = include_str!("reclaim_race.c");
-const RACE_MEMCG_C: &str = include_str!("reclaim_race_memcg.c");
 const SCENARIO: &str = include_str!("../../scenarios/reclaim-msync-race.toml");
 const SCENARIO_NAME: &str = "scenarios/reclaim-msync-race.toml";
 const EXIT_USAGE: u8 = 2;
@@ -38,8 +37,8 @@ pub struct ModelRun {
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct HostRun {
-    /// Who reclaims: `MADV_PAGEOUT` (reclaim_race.c) or `memcg reclaim` (a fault past a memory
-    /// cgroup's limit, reclaim_race_memcg.c).
+    /// Who reclaims: `MADV_PAGEOUT` or `memcg reclaim` (a fault past a memory cgroup's limit;
+    /// reclaim_race.c's two modes).
     pub reclaim: String,
     /// `sync_file_range`, `msync`, or `none` (the memcg run that times the window instead).
     pub writeback: String,
@@ -145,16 +144,15 @@ fn host_runs(rounds: u32, dir: Option<&Path>) -> Result<(String, String, Vec<Hos
     };
     let result = (|| -> Result<(), String> {
         for wb in WRITEBACKS {
-            let out = run(bench.binary(), &[file.display().to_string(), rounds.to_string(), wb.to_string()], &format!("MADV_PAGEOUT against {wb}"))?;
+            let out = run(bench.binary(), &[file.display().to_string(), rounds.to_string(), "pageout".into(), wb.to_string()], &format!("MADV_PAGEOUT against {wb}"))?;
             runs.push(parse_result("MADV_PAGEOUT", wb, &out)?);
         }
         // The same window under memory pressure: a memory cgroup with a 16 MiB limit.
         match memcg_dir() {
             Some((cg, limit)) => {
-                let memcg = HostBench::build_named("reclaim_race_memcg", RACE_MEMCG_C).map_err(|e: HostError| e.to_string())?;
                 for wb in ["none", "sync_file_range"] {
-                    let mode = if wb == "none" { "window" } else { wb };
-                    let out = run(memcg.binary(), &[file.display().to_string(), rounds.to_string(), cg.display().to_string(), limit.to_string(), mode.to_string()], &format!("memcg reclaim against {wb}"));
+                    let args = [file.display().to_string(), rounds.to_string(), "memcg".into(), cg.display().to_string(), limit.to_string(), wb.to_string()];
+                    let out = run(bench.binary(), &args, &format!("memcg reclaim against {wb}"));
                     // The cgroup is empty once the program has exited.
                     let _ = fs::remove_dir(&cg);
                     runs.push(parse_result("memcg reclaim", wb, &out?)?);
