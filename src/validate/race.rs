@@ -43,7 +43,8 @@ pub struct HostRun {
     /// `sync_file_range`, `msync`, or `none` (the memcg run that times the window instead).
     pub writeback: String,
     pub rounds: u32,
-    /// Rounds where page 0 of the mapping was in a large folio (the test wants none).
+    /// Pages of the 2 MiB mapping in large folios at set-up (the test wants none; `pageout`
+    /// mode only).
     pub large: u32,
     /// Rounds where M saw page 0's PTE cleared by the reclaim.
     pub seen: u32,
@@ -116,7 +117,9 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// The host's runs, one per writeback call, in `dir` or on a scratch filesystem.
+/// The host's runs, in `dir` or on a scratch filesystem: MADV_PAGEOUT against each writeback
+/// call, then, if a memory cgroup can be made, memcg reclaim timing the window and against
+/// sync_file_range.
 fn host_runs(rounds: u32, dir: Option<&Path>) -> Result<(String, String, Vec<HostRun>), String> {
     let info = super::host::probe().map_err(|e| e.to_string())?;
     if !is_root() {
@@ -211,7 +214,7 @@ fn print(r: &RaceReport) {
                     println!("  {:<14} (stores went on through the stale entry for {med:.1} µs after the PTE was seen cleared, median; {max:.1} µs at most)", "");
                 }
                 if h.large > 0 {
-                    println!("  (page 0 was in a large folio in {} rounds: MADV_PAGEOUT may skip it)", h.large);
+                    println!("  ({} pages of the mapping were in large folios: MADV_PAGEOUT may skip them)", h.large);
                 }
             }
         }
