@@ -85,10 +85,10 @@ enum Cmd {
         #[arg(long, value_name = "RACE", conflicts_with_all = ["op", "pages", "iters", "remote", "cost_profile"])]
         race: Option<String>,
         /// Rounds of the host's race test, per writeback call (with --race).
-        #[arg(long, default_value_t = 300)]
+        #[arg(long, default_value_t = 300, requires = "race")]
         rounds: u32,
         /// Directory for the race test's file (with --race; default: a scratch ext4 on a loop device over /dev/shm).
-        #[arg(long, value_name = "DIR")]
+        #[arg(long, value_name = "DIR", requires = "race")]
         dir: Option<PathBuf>,
     },
     /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.

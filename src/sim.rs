@@ -634,6 +634,7 @@ impl Params {
             v => v as u64,
         };
         let pcid = c.bool("machine.tlb.pcid") && crate::config::presets::uses_pcid(&preset);
+        let kver = crate::config::presets::version(&preset);
         Params {
             access_ns: c.float("cost.access_ns"),
             stlb_hit_ns: c.float("cost.stlb_hit_ns"),
@@ -668,7 +669,7 @@ impl Params {
             block_read_bytes_per_ns: c.float("cost.block_read_bytes_per_ns"),
             block_write_bytes_per_ns: c.float("cost.block_write_bytes_per_ns"),
             read_ahead_pages: c.int("vm.read_ahead_kb") as u64 / 4,
-            kver: crate::config::presets::version(&preset),
+            kver,
             hit_l1_ns: c.float("cost.access_ns").round() as Ns,
             hit_stlb_ns: (c.float("cost.access_ns") + c.float("cost.stlb_hit_ns")).round() as Ns,
             local_latency_ns: c.float("machine.local_latency_ns"),
@@ -676,7 +677,7 @@ impl Params {
             cpuless_latency_ns: c.float("machine.cpuless_latency_ns"),
             tlb_single_page_flush_ceiling: c.int("kernel.tlb_single_page_flush_ceiling") as u64,
             lazy_tlb: c.bool("kernel.lazy_tlb"),
-            lazy_ipi_skip: crate::config::presets::version(&preset) >= (4, 19),
+            lazy_ipi_skip: kver >= (4, 19),
             struct_page_init_ns: c.float("cost.struct_page_init_ns"),
             mm_cpumask_trim_ns: trim_ms * 1_000_000,
             slice_ns: 1_000_000_000 / c.int("kernel.hz") as u64,
@@ -684,7 +685,7 @@ impl Params {
             pcid,
             mmu_gather_batch_pages: c.int("kernel.mmu_gather_batch_pages") as u64,
             lru_add_batch: crate::config::presets::pagevec_size(&preset),
-            reclaim_free_batching: crate::config::presets::version(&preset) >= (6, 10),
+            reclaim_free_batching: kver >= (6, 10),
             batched_unmap_flush: c.switch("kernel.batched_unmap_flush", (4, 3)),
             migrate_batch_flush: c.switch("kernel.migrate_batch_flush", (6, 3)),
             pt_reclaim: c.switch("kernel.pt_reclaim", (6, 14)),
@@ -705,10 +706,10 @@ impl Params {
             max_sim_ns: c.int("run.max_sim_ms") as u64 * 1_000_000,
             lock_handoff_ns: c.float("cost.lock_handoff_ns"),
             lock_handoff_cross_socket_ns: c.float("cost.lock_handoff_cross_socket_ns"),
-            isolated_throttle_ns: if crate::config::presets::version(&preset) >= (5, 16) { 1_000_000_000 / 50 } else { crate::mm::vmscan::HZ_10_NS },
-            fault_mmap_lock: crate::config::presets::version(&preset) < (6, 4),
+            isolated_throttle_ns: if kver >= (5, 16) { 1_000_000_000 / 50 } else { crate::mm::vmscan::HZ_10_NS },
+            fault_mmap_lock: kver < (6, 4),
             pcp_batch_cap_pages: match c.int("kernel.pcp_batch_cap_kib") {
-                -1 => crate::mm::page_alloc::pcp_batch_cap_pages(crate::config::presets::version(&preset)),
+                -1 => crate::mm::page_alloc::pcp_batch_cap_pages(kver),
                 kib => kib as u64 / 4,
             },
         }

@@ -94,6 +94,8 @@ fn race_sim_only_gives_the_models_verdicts() {
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--op", "mprotect"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "--race with --op: {}", String::from_utf8_lossy(&o.stderr));
+    let o = mmsim().args(["validate", "--sim-only", "--rounds", "5"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "--rounds without --race: {}", String::from_utf8_lossy(&o.stderr));
     let d = tmpdir("race");
     let json = d.join("race.json");
     let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--sim-only", "--json"]).arg(&json).output().unwrap();

@@ -608,7 +608,7 @@ impl Sim {
             };
             let mut luf = false;
             let unmapped = f.mapcount > 0;
-            if f.mapcount > 0 {
+            if unmapped {
                 let b = if batched { Some(&mut *batch) } else { None };
                 luf = self.try_to_unmap(cpu, pfn, b, slot);
             }
