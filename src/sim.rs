@@ -539,6 +539,10 @@ pub struct Params {
     pub vma_op_ns: f64,
     /// mprotect()'s VMA work per call (cost.mprotect_ns).
     pub mprotect_ns: f64,
+    /// madvise()'s fixed work per call (cost.madvise_ns).
+    pub madvise_ns: f64,
+    /// Mapping or zapping one page-cache page beyond its PTE (cost.file_rmap_ns).
+    pub file_rmap_ns: f64,
     pub fork_ns: f64,
     pub exit_ns: f64,
     pub context_switch_ns: f64,
@@ -652,6 +656,8 @@ impl Params {
             copy_page_ns: PAGE_SIZE as f64 / c.float("cost.copy_page_bytes_per_ns"),
             vma_op_ns: c.float("cost.vma_op_ns"),
             mprotect_ns: c.float("cost.mprotect_ns"),
+            madvise_ns: c.float("cost.madvise_ns"),
+            file_rmap_ns: c.float("cost.file_rmap_ns"),
             fork_ns: c.float("cost.fork_ns"),
             exit_ns: c.float("cost.exit_ns"),
             context_switch_ns: c.float("cost.context_switch_ns"),

@@ -30,6 +30,7 @@ impl Sim {
 
     fn do_madvise_locked(&mut self, cpu: CpuId, mm: MmId, start: u64, pages: u64, advice: Advice) {
         let end = start + pages;
+        self.charge_sys(cpu, self.p.madvise_ns);
         self.find_vma(cpu, mm, start); // madvise_walk_vmas(): find_vma_prev (mm/vmacache.rs)
         match advice {
             Advice::DontNeed => {

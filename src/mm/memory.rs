@@ -256,6 +256,7 @@ impl Sim {
             }
             let pfn = self.filemap_fault(cpu, file, pgoff)?;
             self.map_file_page(mm, vpn, pfn, false);
+            self.charge_sys(cpu, self.p.file_rmap_ns);
             return Ok(());
         }
         if !vma.shared() {
@@ -273,6 +274,7 @@ impl Sim {
         self.charge_sys(cpu, self.p.page_mkwrite_ns);
         self.folio_mark_dirty(cpu, pfn);
         self.map_file_page(mm, vpn, pfn, true);
+        self.charge_sys(cpu, self.p.file_rmap_ns);
         Ok(())
     }
 
@@ -307,7 +309,7 @@ impl Sim {
         // filemap_map_pages(): pages found cached count against mmap_miss.
         let ra = &mut self.files[file.0 as usize].ra;
         ra.mmap_miss = ra.mmap_miss.saturating_sub(mmap_hits);
-        self.charge_sys(cpu, self.p.pte_update_ns * mapped as f64);
+        self.charge_sys(cpu, (self.p.pte_update_ns + self.p.file_rmap_ns) * mapped as f64);
     }
 
     /// `set_pte_range()` for a page-cache folio (folio_add_file_rmap_pte).
@@ -430,6 +432,7 @@ impl Sim {
         let mut victims = Vec::new();
         self.mm(mm).pgtable.for_each_mapped(start, end, |v, p| victims.push((v, p)));
         let n = victims.len();
+        let mut file_pages = 0u64;
         for (vpn, pte) in victims {
             self.mm_mut(mm).pgtable.set(vpn, Pte::NONE);
             if self.oracle.is_some() && (pte.is_swap() || self.frame(pte.pfn()).flags & pg::ANON != 0) {
@@ -446,8 +449,11 @@ impl Sim {
             if self.frame(pfn).flags & pg::ZERO != 0 {
                 continue;
             }
-            if pte.dirty() && self.frame(pfn).flags & pg::ANON == 0 {
-                self.folio_mark_dirty(cpu, pfn);
+            if self.frame(pfn).flags & pg::ANON == 0 {
+                if pte.dirty() {
+                    self.folio_mark_dirty(cpu, pfn);
+                }
+                file_pages += 1;
             }
             self.page_remove_rmap(mm, pfn);
             if self.tlb_remove_page(tlb, pfn) {
@@ -457,7 +463,7 @@ impl Sim {
         }
         // Under the PTE table's lock (pte_offset_map_lock).
         self.lock_section(cpu, LockId::Ptl(mm.0, start >> 9), Mode::Exclusive, self.p.pte_update_ns * n as f64);
-        self.charge_sys(cpu, self.p.pte_update_ns * n as f64);
+        self.charge_sys(cpu, self.p.pte_update_ns * n as f64 + self.p.file_rmap_ns * file_pages as f64);
     }
 
     /// `unmap_vmas()`: zap every VMA's part of `[start, end)`.

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -196,7 +197,7 @@ static double bench_mprotect_call(int npages)
         p[i * PG] = 1;
     double best = 1e18;
     for (int r = 0; r < REPS; r++) {
-        const int n = 20000;
+        const int n = npages > 32 ? 400 : 20000;
         uint64_t t0 = now_ns();
         for (int i = 0; i < n; i++) {
             mprotect(p, npages * PG, PROT_READ);
@@ -205,6 +206,81 @@ static double bench_mprotect_call(int npages)
         best = min_d(best, (double)(now_ns() - t0) / (2.0 * n));
     }
     munmap(g, (npages + 2) * PG);
+    return best;
+}
+
+/* ---- The warm regime: mmap + write-touch + munmap of WPAGES fresh anonymous pages, over and
+ * over at one 2 MiB-aligned address with nothing else in its 2 MiB block (as hostbench's
+ * reserve_place(), so munmap frees the PTE table as the model's does). The pages come back from
+ * the CPU's pcp list still in its caches (2 MiB of data), as in validate's loops of 1 to 1,024
+ * pages. bench_fault() above measures the same work on 8,192 pages per mmap (32 MiB: the cold
+ * regime), where this host's time per page is ~1.3x (docs/host-findings.md §8.7). Per page,
+ * after WARM_ITERS iterations, over WITERS: the write-touch, and mmap + munmap together. The
+ * region is exactly one aligned PMD: main() turns THP off for the process (PR_SET_THP_DISABLE),
+ * so a host with THP "always" faults 4 KiB pages here too. */
+#define WPAGES 512UL
+#define WITERS 200
+#define WARM_ITERS 5
+static char *reserve_2m(size_t len)
+{
+    size_t span = len + (4UL << 20);
+    char *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        die("mmap(reserve)");
+    char *a = (char *)((((uintptr_t)r) + (2UL << 20) - 1) & ~((uintptr_t)(2UL << 20) - 1));
+    munmap(r, span);
+    return a;
+}
+
+static void bench_fault_warm(double *fault, double *unmap)
+{
+    char *at = reserve_2m(WPAGES * PG);
+    *fault = *unmap = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t tf = 0, tu = 0;
+        for (int i = 0; i < WARM_ITERS + WITERS; i++) {
+            uint64_t t0 = now_ns();
+            char *p = mmap(at, WPAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            if (p != at)
+                die("mmap(MAP_FIXED_NOREPLACE)");
+            uint64_t t1 = now_ns();
+            for (size_t k = 0; k < WPAGES; k++)
+                ((volatile char *)p)[k * PG] = 1;
+            uint64_t t2 = now_ns();
+            if (munmap(p, WPAGES * PG) != 0)
+                die("munmap");
+            uint64_t t3 = now_ns();
+            if (i >= WARM_ITERS) {
+                tf += t2 - t1;
+                tu += (t1 - t0) + (t3 - t2);
+            }
+        }
+        *fault = min_d(*fault, (double)tf / (WITERS * WPAGES));
+        *unmap = min_d(*unmap, (double)tu / (WITERS * WPAGES));
+    }
+}
+
+/* ---- madvise(MADV_DONTNEED) of one untouched page between guard pages, per call: the call's
+ * fixed work (madvise_lock(), the VMA walk, the mmu_gather's set-up and finish) with no page
+ * table under it to zap. */
+static double bench_madvise_call(void)
+{
+    char *g = mmap(NULL, 3 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g == MAP_FAILED)
+        die("mmap");
+    char *p = mmap(g + PG, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        const int n = 20000;
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < n; i++)
+            if (madvise(p, PG, MADV_DONTNEED) != 0)
+                die("madvise(MADV_DONTNEED)");
+        best = min_d(best, (double)(now_ns() - t0) / n);
+    }
+    munmap(g, 3 * PG);
     return best;
 }
 
@@ -577,9 +653,50 @@ static void bench_msync(const char *dir)
     printf("ms_touch=%.1f\nms_sync_cpu=%.1f\n", touch, sync_cpu);
 }
 
+/* ---- mapping page-cache pages: mmap(PROT_READ, MAP_SHARED) of FM_PAGES cached pages of a file
+ * at one 2 MiB-aligned address, read-touch (fault-around maps 16 pages a fault), munmap (the zap
+ * drops each page's rmap and reference; nothing is freed), over and over: per page. The warm
+ * regime, as bench_fault_warm(); the model fits cost.file_rmap_ns to it. */
+#define FM_PAGES 256UL
+static void bench_file_map(const char *dir)
+{
+    int fd = sized_scratch(dir, "fm", FM_PAGES * PG);
+    if (fd < 0)
+        return;
+    /* One page per write: ext4 and xfs give a buffered write a folio the size of the write
+     * (6.x large folios), and the model's page-cache folios are 4 KiB. */
+    char buf[PG];
+    memset(buf, 0x5a, sizeof(buf));
+    for (size_t k = 0; k < FM_PAGES; k++)
+        if (pwrite(fd, buf, PG, (off_t)(k * PG)) != (ssize_t)PG)
+            die("pwrite");
+    char *at = reserve_2m(FM_PAGES * PG);
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t t = 0;
+        for (int i = 0; i < WARM_ITERS + WITERS; i++) {
+            uint64_t t0 = now_ns();
+            volatile char *p = mmap(at, FM_PAGES * PG, PROT_READ, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+            if ((char *)p != at)
+                die("mmap(file, MAP_FIXED_NOREPLACE)");
+            for (size_t k = 0; k < FM_PAGES; k++)
+                (void)p[k * PG];
+            if (munmap((char *)p, FM_PAGES * PG) != 0)
+                die("munmap");
+            if (i >= WARM_ITERS)
+                t += now_ns() - t0;
+        }
+        best = min_d(best, (double)t / (WITERS * FM_PAGES));
+    }
+    close(fd);
+    printf("file_map_warm=%.2f\n", best);
+}
+
 int main(int argc, char **argv)
 {
     pin(0);
+    if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0)
+        die("prctl(PR_SET_THP_DISABLE)");
     printf("syscall=%.2f\n", bench_syscall());
     char *a = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     char *b = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -595,6 +712,11 @@ int main(int argc, char **argv)
     printf("mmap_munmap_pair=%.2f\n", bench_mmap_pair());
     printf("mprotect_call=%.2f\n", bench_mprotect_call(1));
     printf("mprotect_call_32=%.2f\n", bench_mprotect_call(32));
+    printf("mprotect_call_512=%.2f\n", bench_mprotect_call(512));
+    double fw, uw;
+    bench_fault_warm(&fw, &uw);
+    printf("fault_touch_warm=%.2f\nmap_unmap_per_page_warm=%.2f\n", fw, uw);
+    printf("madvise_call=%.2f\n", bench_madvise_call());
     double alone, with;
     uint64_t ipis;
     int iters;
@@ -608,5 +730,6 @@ int main(int argc, char **argv)
     bench_block(argc > 1 ? argv[1] : "/var/tmp");
     bench_pagecache(argc > 2 ? argv[2] : argc > 1 ? argv[1] : "/var/tmp");
     bench_msync(argc > 1 ? argv[1] : "/var/tmp");
+    bench_file_map(argc > 1 ? argv[1] : "/var/tmp");
     return 0;
 }

@@ -103,7 +103,23 @@ pub fn derive_fitted(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec
             out.push(x);
         }
     }
+    notes.extend(cold_regime(m, &[d, &out].concat())?);
     Ok((out, notes))
+}
+
+/// The cold regime (calibrate.c's one pass over 8,192 fresh pages per mmap), not fitted: the
+/// host's figure beside the model's under the profile `d`, one note each. The model has no
+/// caches, so it charges the warm loops' costs here too.
+fn cold_regime(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<String>, String> {
+    use super::fit::COLD;
+    let model = super::fit::model(&profile_text("-", "-", d, &[]), &[], &COLD)?;
+    COLD.iter()
+        .zip(model)
+        .map(|(b, sim)| {
+            let host = b.host(m)?;
+            Ok(format!("not fitted (the cold regime: 32 MiB of fresh pages; the model has no caches): {}: host {host:.1} ns, the model {sim:.1} with this profile (host/model {:.2})", b.what(), host / sim))
+        })
+        .collect()
 }
 
 /// `cost.page_mkwrite_ns` and `cost.writepage_ns`, fitted to calibrate.c's msync loop on top of
@@ -114,6 +130,16 @@ pub fn derive_writeback(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(
         return Ok((Vec::new(), vec![format!("writeback costs not measured ({why}); cost.page_mkwrite_ns and cost.writepage_ns keep their defaults")]));
     }
     Ok((fit_knobs(m, d, &super::fit::UNKNOWNS_WRITEBACK)?, Vec::new()))
+}
+
+/// `cost.file_rmap_ns`, fitted to calibrate.c's page-cache mapping loop on top of every knob
+/// derived before (`d`), with a note instead when the host did not run it.
+pub fn derive_file_rmap(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
+    if !m.contains_key("file_map_warm") {
+        let why = m.get("fm").cloned().unwrap_or_else(|| "not run".into());
+        return Ok((Vec::new(), vec![format!("page-cache mapping not measured ({why}); cost.file_rmap_ns keeps its default")]));
+    }
+    Ok((fit_knobs(m, d, &super::fit::UNKNOWNS_FILE)?, Vec::new()))
 }
 
 fn fit_knobs(m: &BTreeMap<String, String>, d: &[Derived], unknowns: &[super::fit::Unknown]) -> Result<Vec<Derived>, String> {
@@ -257,7 +283,7 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
     };
     // The knobs fitted by the model's run of calibrate's loops, each on top of all before it.
     type Step = fn(&BTreeMap<String, String>, &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String>;
-    let steps: [Step; 3] = [derive_fitted, derive_page_cache, derive_writeback];
+    let steps: [Step; 4] = [derive_fitted, derive_file_rmap, derive_page_cache, derive_writeback];
     for step in steps {
         match step(&m, &d) {
             Ok((x, n)) => {
@@ -292,7 +318,7 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
 mod tests {
     use super::*;
 
-    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_call_32=7000\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
+    const OUT: &str = "syscall=400\nclear_4k=640\ncopy_4k=1100\nfault_touch=4500\nmprotect_per_page=130\nmunmap_per_page=270\nmmap_munmap_pair=9800\nmprotect_call=1530\nmprotect_call_32=7000\nmprotect_call_512=60000\nfault_touch_warm=4000\nmap_unmap_per_page_warm=300\nmadvise_call=1200\nmprotect_other_spin=5000\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=18000\nhandoff=570\nfork=51000\nexit_wait=56000\nblock=skipped:/var/tmp-is-not-on-a-disk\n";
 
     #[test]
     fn page_cache_costs_are_the_host_minus_the_model() {
@@ -361,9 +387,11 @@ mod tests {
         let m = parse(OUT);
         let (mut d, notes) = derive(&m).unwrap();
         let (fd, fnotes) = derive_fitted(&m, &d).unwrap();
-        assert!(fnotes.is_empty(), "{fnotes:?}");
+        assert_eq!(fnotes.len(), 3, "{fnotes:?}");
+        assert!(fnotes.iter().all(|n| n.starts_with("not fitted (the cold regime")), "{fnotes:?}");
+        assert!(fnotes[0].contains("host 4500.0 ns"), "{}", fnotes[0]);
         let keys: Vec<&str> = fd.iter().map(|x| x.key).collect();
-        assert_eq!(keys, ["pte_update_ns", "page_alloc_ns", "fault_ns", "vma_op_ns", "mprotect_ns", "invlpg_ns", "ipi_send_ns", "ipi_deliver_ns", "ipi_handle_ns"]);
+        assert_eq!(keys, ["pte_update_ns", "page_alloc_ns", "fault_ns", "vma_op_ns", "mprotect_ns", "invlpg_ns", "madvise_ns", "ipi_send_ns", "ipi_deliver_ns", "ipi_handle_ns"]);
         // The IPI sum is split as the cited defaults, and the model's spin-less-other difference
         // is the host's (9000 - 5000 ns).
         let get = |k: &str| fd.iter().find(|x| x.key == k).unwrap();
@@ -397,7 +425,7 @@ mod tests {
         let lossy = OUT.replace("tlb_ipis=18000", "tlb_ipis=3000");
         let (d, _) = derive(&parse(&lossy)).unwrap();
         let (fd, notes) = derive_fitted(&parse(&lossy), &d).unwrap();
-        assert!(fd.iter().all(|x| !x.key.starts_with("ipi_")) && fd.len() == 6);
+        assert!(fd.iter().all(|x| !x.key.starts_with("ipi_")) && fd.len() == 7);
         assert!(notes.iter().any(|n| n.starts_with("IPI costs not derived")));
         assert!(derive(&parse("syscall=1\n")).is_err());
     }

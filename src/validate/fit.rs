@@ -17,8 +17,10 @@
 use crate::config::{Config, Origin, ThreadSpec};
 use crate::kernel::profile::KFn;
 
-/// calibrate.c's anonymous-fault loop: pages per iteration (FPAGES).
+/// calibrate.c's anonymous-fault loop: pages per iteration (FPAGES), the cold regime.
 pub const FAULT_PAGES: u64 = 8192;
+/// calibrate.c's warm loops (WPAGES): the fault loop at one address, mprotect of 512 pages.
+pub const WARM_PAGES: u64 = 512;
 /// Iterations the model runs of each loop (after 5 of warm-up, subtracted).
 const ITERS: u64 = 8;
 const WARMUP: u64 = 5;
@@ -101,6 +103,17 @@ pub enum Bench {
     MprotectCall1,
     /// `mprotect_call_32`: the same of 32 pages (32 single-page flushes).
     MprotectCall32,
+    /// `fault_touch_warm`: write-touch of fresh anonymous pages, 512 per mmap at one address
+    /// over and over (the pages come back cache-hot from the pcp list), per page.
+    TouchWarm,
+    /// `map_unmap_per_page_warm`: that loop's mmap + munmap, per page.
+    MapUnmapWarm,
+    /// `mprotect_call_512`: mprotect RO or RW of 512 populated pages, per call.
+    MprotectCall512,
+    /// `madvise_call`: madvise(MADV_DONTNEED) of one untouched page, per call.
+    MadviseCall,
+    /// `file_map_warm`: mmap, read-touch and munmap of 256 cached pages of a file, per page.
+    FileMapWarm,
     /// `ms_touch`: write-touch of a clean cached page of a shared file mapping, per page.
     MsyncTouch,
     /// `ms_sync_cpu`: msync(MS_SYNC) of those dirty pages, the caller's CPU time per page.
@@ -120,6 +133,11 @@ impl Bench {
             Bench::MmapPair => "mmap_munmap_pair",
             Bench::MprotectCall1 => "mprotect_call",
             Bench::MprotectCall32 => "mprotect_call_32",
+            Bench::TouchWarm => "fault_touch_warm",
+            Bench::MapUnmapWarm => "map_unmap_per_page_warm",
+            Bench::MprotectCall512 => "mprotect_call_512",
+            Bench::MadviseCall => "madvise_call",
+            Bench::FileMapWarm => "file_map_warm",
             Bench::MsyncTouch => "ms_touch",
             Bench::MsyncCpu => "ms_sync_cpu",
             Bench::IpiDelta => "mprotect_spin",
@@ -144,6 +162,11 @@ impl Bench {
             Bench::MmapPair => "mmap + munmap of one untouched page",
             Bench::MprotectCall1 => "mprotect RO then RW of one populated page between guard pages, per call",
             Bench::MprotectCall32 => "mprotect RO then RW of 32 populated pages between guard pages, per call (32 single-page flushes)",
+            Bench::TouchWarm => "write-touch of fresh anon pages, 512 per mmap at one 2 MiB-aligned address, mapped and unmapped 200 times (cache-hot pages from the pcp list), per page",
+            Bench::MapUnmapWarm => "that loop's mmap + munmap of the 512 populated pages, per page (the zap, the rmap and LRU removal, the free)",
+            Bench::MprotectCall512 => "mprotect RO then RW of 512 populated pages between guard pages, per call (change_pte_range; one full flush for RO)",
+            Bench::MadviseCall => "madvise(MADV_DONTNEED) of one untouched page between guard pages, per call (nothing to zap)",
+            Bench::FileMapWarm => "mmap(PROT_READ, MAP_SHARED) of 256 cached pages of a file (4 KiB folios) at one 2 MiB-aligned address, read-touch (fault-around), munmap, 200 times, per page",
             Bench::MsyncTouch => "write-touch of 8192 clean cached pages of a shared file mapping, per page (a write-protect fault each)",
             Bench::MsyncCpu => "msync(MS_SYNC) of those 8192 dirty pages, the caller's CPU time per page (not the device's)",
             Bench::IpiDelta => "mprotect RO, RW and a write of one page between guard pages with a thread of the same mm spinning (SCHED_FIFO) on CPU 1, less the same with another process spinning there, per iteration (the flush IPIs; send:deliver:handle = 15:50:35 as the cited defaults)",
@@ -176,6 +199,8 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
         None
     };
     let call = |n: u64| per_iter(profile, sets, "mprotect a r\nmprotect a rw\n", &format!("mmap a {n} anon {AT}\ntouch a write\n")).map(|(b, _)| b / 2.0);
+    let warm = if need(&[Bench::TouchWarm, Bench::MapUnmapWarm]) { Some(per_iter(profile, sets, &format!("mmap a {WARM_PAGES} anon {AT}\ntouch a write\nmunmap a\n"), "")?) } else { None };
+    let wpages = WARM_PAGES as f64;
     benches
         .iter()
         .map(|b| match b {
@@ -185,6 +210,11 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
             Bench::MmapPair => per_iter(profile, sets, "mmap a 1 anon\nmunmap a\n", "").map(|(b, _)| b),
             Bench::MprotectCall1 => call(1),
             Bench::MprotectCall32 => call(32),
+            Bench::MprotectCall512 => call(WARM_PAGES),
+            Bench::TouchWarm => warm.map(|(busy, sys)| (busy - sys) / wpages).ok_or_else(String::new),
+            Bench::MapUnmapWarm => warm.map(|(_, sys)| sys / wpages).ok_or_else(String::new),
+            Bench::MadviseCall => per_iter(profile, sets, "madvise a dontneed\n", &format!("mmap a 1 anon {AT}\n")).map(|(b, _)| b),
+            Bench::FileMapWarm => per_iter(profile, sets, &format!("mmap a {FILE_MAP_PAGES} file:fm shared prot=r {AT}\ntouch a read\nmunmap a\n"), "").map(|(b, _)| b / FILE_MAP_PAGES as f64),
             // The device's time is idle, not busy: busy less the syscall is the faults.
             Bench::MsyncTouch => ms.map(|(busy, sys)| (busy - sys) / pages).ok_or_else(String::new),
             Bench::MsyncCpu => ms.map(|(_, sys)| sys / pages).ok_or_else(String::new),
@@ -197,14 +227,24 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
 pub type Unknown = (&'static str, Bench);
 
 /// The unknowns in the order calibrate writes them.
-pub const UNKNOWNS: [Unknown; 6] = [
-    ("pte_update_ns", Bench::MprotectPage),
-    ("page_alloc_ns", Bench::Munmap),
-    ("fault_ns", Bench::Touch),
+///
+/// Fitted to the warm loops (working sets of at most 2 MiB, validate's regime) since 2026-11-27;
+/// until then the PTE update, the free and the fault were fitted to one pass over 8,192 fresh
+/// pages (32 MiB), on which this host spends ~1.3x per page (its caches: the model has none).
+/// Those cold figures are now a check written as a note in the profile ([`COLD`]).
+pub const UNKNOWNS: [Unknown; 7] = [
+    ("pte_update_ns", Bench::MprotectCall512),
+    ("page_alloc_ns", Bench::MapUnmapWarm),
+    ("fault_ns", Bench::TouchWarm),
     ("vma_op_ns", Bench::MmapPair),
     ("mprotect_ns", Bench::MprotectCall1),
     ("invlpg_ns", Bench::MprotectCall32),
+    ("madvise_ns", Bench::MadviseCall),
 ];
+
+/// The cold regime's benchmarks (8,192 fresh pages per mmap), not fitted: the profile notes the
+/// host's figure beside the model's.
+pub const COLD: [Bench; 3] = [Bench::Touch, Bench::MprotectPage, Bench::Munmap];
 
 /// The IPI cost, fitted when the host's spinning sibling was reached: one unknown, the sum of
 /// `cost.ipi_send_ns`, `cost.ipi_deliver_ns` and `cost.ipi_handle_ns`, split as their cited
@@ -220,6 +260,12 @@ fn knob_sets(key: &str, v: f64) -> Vec<String> {
         vec![format!("cost.{key}={v}")]
     }
 }
+
+/// calibrate.c's page-cache mapping loop (FM_PAGES).
+const FILE_MAP_PAGES: u64 = 256;
+
+/// The page-cache rmap knob, fitted when the host had a file system to map a file from.
+pub const UNKNOWNS_FILE: [Unknown; 1] = [("file_rmap_ns", Bench::FileMapWarm)];
 
 /// The writeback knobs, fitted when the host has a disk file system to write to.
 pub const UNKNOWNS_WRITEBACK: [Unknown; 2] = [("page_mkwrite_ns", Bench::MsyncTouch), ("writepage_ns", Bench::MsyncCpu)];
@@ -336,11 +382,11 @@ mod tests {
     fn the_fitted_model_matches_the_host_figures() {
         // Host figures the model can reach (each above what the model charges with the
         // unknowns at 0); after the fit, the model's run of every benchmark gives them.
-        let host = [60.0, 190.0, 1400.0, 4000.0, 980.0, 4200.0];
+        let host = [30000.0, 190.0, 1400.0, 4000.0, 980.0, 4200.0, 600.0];
         let f = fit("[cost]\n", &UNKNOWNS, &host).unwrap();
         for x in &f {
             assert!(!x.clamped && x.value > 0.0, "{x:?}");
-            assert!((x.model - x.host).abs() < 1.0, "{x:?}");
+            assert!((x.model - x.host).abs() < close(x), "{x:?}");
         }
         // A host cheaper than the model on one benchmark: that knob is 0, the others still fit.
         let mut cheap = host;
@@ -349,7 +395,14 @@ mod tests {
         let inv = f.iter().find(|x| x.key == "invlpg_ns").unwrap();
         assert!(inv.clamped && inv.value == 0.0, "{inv:?}");
         for x in f.iter().filter(|x| x.key != "invlpg_ns") {
-            assert!((x.model - x.host).abs() < 1.0, "{x:?}");
+            assert!((x.model - x.host).abs() < close(x), "{x:?}");
         }
+    }
+
+    /// How close a fitted benchmark must come to the host's figure: 1 ns, plus what rounding the
+    /// knob to 0.01 ns does to a benchmark that charges it hundreds of times (512 PTE updates
+    /// per mprotect call: up to 2.6 ns).
+    fn close(x: &Fitted) -> f64 {
+        1.0 + 3e-4 * x.host
     }
 }
