@@ -179,6 +179,21 @@ static double bench_mmap_pair(void)
     return best;
 }
 
+/* npages read-write anonymous pages between two PROT_NONE guard pages (as hostbench's
+ * reserve_place()), so that no mprotect or madvise of them splits or merges a VMA; *guard is the
+ * whole mapping, to munmap. */
+static char *map_guarded(size_t npages, char **guard)
+{
+    char *g = mmap(NULL, (npages + 2) * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (g == MAP_FAILED)
+        die("mmap");
+    char *p = mmap(g + PG, npages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED)
+        die("mmap");
+    *guard = g;
+    return p;
+}
+
 /* ---- mprotect of N populated pages, RO then RW, no sibling: per call. The pages sit between
  * two PROT_NONE guard pages, as hostbench's mapping does (reserve_place), so that no call splits
  * or merges a VMA: placed by mmap(NULL) next to another anonymous read-write VMA, every
@@ -187,12 +202,8 @@ static double bench_mmap_pair(void)
  * tlb_single_page_flush_ceiling, 33) adds 31 PTE updates and 31 single-page flushes (INVLPG). */
 static double bench_mprotect_call(int npages)
 {
-    char *g = mmap(NULL, (npages + 2) * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g == MAP_FAILED)
-        die("mmap");
-    char *p = mmap(g + PG, npages * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED)
-        die("mmap");
+    char *g;
+    char *p = map_guarded(npages, &g);
     for (int i = 0; i < npages; i++)
         p[i * PG] = 1;
     double best = 1e18;
@@ -265,12 +276,8 @@ static void bench_fault_warm(double *fault, double *unmap)
  * table under it to zap. */
 static double bench_madvise_call(void)
 {
-    char *g = mmap(NULL, 3 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g == MAP_FAILED)
-        die("mmap");
-    char *p = mmap(g + PG, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED)
-        die("mmap");
+    char *g;
+    char *p = map_guarded(1, &g);
     double best = 1e18;
     for (int r = 0; r < REPS; r++) {
         const int n = 20000;
@@ -325,12 +332,8 @@ static double mprotect_loop(char *p, int n)
 
 static void bench_ipi(double *alone, double *with, uint64_t *ipis, int *iters)
 {
-    char *g = mmap(NULL, 3 * PG, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g == MAP_FAILED)
-        die("mmap");
-    char *p = mmap(g + PG, PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (p == MAP_FAILED)
-        die("mmap");
+    char *g;
+    char *p = map_guarded(1, &g);
     p[0] = 1;
     *alone = *with = 1e18;
     *ipis = 0;
