@@ -421,6 +421,23 @@ mod tests {
     }
 
     #[test]
+    fn file_rmap_is_fitted_to_the_file_mapping_loop() {
+        let (d, _) = derive(&parse(OUT)).unwrap();
+        let (fd, _) = derive_fitted(&parse(OUT), &d).unwrap();
+        let all = [d, fd].concat();
+        let (none, notes) = derive_file_rmap(&parse(&format!("{OUT}fm=skipped:/var/tmp-is-not-on-a-disk\n")), &all).unwrap();
+        assert!(none.is_empty() && notes[0].contains("not measured (skipped:/var/tmp-is-not-on-a-disk)"), "{notes:?}");
+        // The model's loop with the knob at 0, and a host 100 ns a page dearer: the knob takes it.
+        let zero = profile_text("-", "-", &[all.clone(), vec![Derived { key: "file_rmap_ns", value: 0.0, how: String::new() }]].concat(), &[]);
+        let base = super::super::fit::model(&zero, &[], &[super::super::fit::Bench::FileMapWarm]).unwrap()[0];
+        let (x, notes) = derive_file_rmap(&parse(&format!("{OUT}file_map_warm={:.2}\n", base + 100.0)), &all).unwrap();
+        assert!(notes.is_empty() && x.len() == 1 && x[0].key == "file_rmap_ns", "{x:?}");
+        // Charged once when a page is mapped and once when it is zapped: about half the difference.
+        assert!((x[0].value - 50.0).abs() < 5.0, "{x:?}");
+        assert!(x[0].how.contains("the model") && x[0].how.contains(&format!("host {:.1} ns", base + 100.0)), "{}", x[0].how);
+    }
+
+    #[test]
     fn ipis_lost_to_a_busy_host_leave_the_defaults() {
         let lossy = OUT.replace("tlb_ipis=18000", "tlb_ipis=3000");
         let (d, _) = derive(&parse(&lossy)).unwrap();
