@@ -225,7 +225,7 @@ static double bench_mprotect_call(int npages)
  * reserve_place(), so munmap frees the PTE table as the model's does). The pages come back from
  * the CPU's pcp list still in its caches (2 MiB of data), as in validate's loops of 1 to 1,024
  * pages. bench_fault() above measures the same work on 8,192 pages per mmap (32 MiB: the cold
- * regime), where this host's time per page is ~1.3x (docs/host-findings.md §8.7). Per page,
+ * regime), where this host spends 1.2-1.3x per fault (docs/host-findings.md §8.7). Per page,
  * after WARM_ITERS iterations, over WITERS: the write-touch, and mmap + munmap together. The
  * region is exactly one aligned PMD: main() turns THP off for the process (PR_SET_THP_DISABLE),
  * so a host with THP "always" faults 4 KiB pages here too. */

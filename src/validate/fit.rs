@@ -230,7 +230,7 @@ pub type Unknown = (&'static str, Bench);
 ///
 /// Fitted to the warm loops (working sets of at most 2 MiB, validate's regime) since 2026-11-27;
 /// until then the PTE update, the free and the fault were fitted to one pass over 8,192 fresh
-/// pages (32 MiB), on which this host spends ~1.3x per page (its caches: the model has none).
+/// pages (32 MiB), on which this host spends 1.2-1.3x per fault (its caches: the model has none).
 /// Those cold figures are now a check written as a note in the profile ([`COLD`]).
 pub const UNKNOWNS: [Unknown; 7] = [
     ("pte_update_ns", Bench::MprotectCall512),
