@@ -21,6 +21,8 @@ use crate::kernel::profile::KFn;
 pub const FAULT_PAGES: u64 = 8192;
 /// calibrate.c's warm loops (WPAGES): the fault loop at one address, mprotect of 512 pages.
 pub const WARM_PAGES: u64 = 512;
+/// calibrate.c's page-cache mapping loop (FM_PAGES).
+const FILE_MAP_PAGES: u64 = 256;
 /// Iterations the model runs of each loop (after 5 of warm-up, subtracted).
 const ITERS: u64 = 8;
 const WARMUP: u64 = 5;
@@ -176,13 +178,15 @@ impl Bench {
 
 /// The model's figure for every benchmark in `benches` under `profile` and `sets`.
 pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f64>, String> {
-    let fault_loop = |with_mprotect: bool| {
-        let body = format!("mmap a {FAULT_PAGES} anon\ntouch a write\n{}munmap a\n", if with_mprotect { "mprotect a r\n" } else { "" });
+    // mmap, write-touch and munmap of `pages` fresh anonymous pages (an mprotect(RO) before the
+    // munmap if asked), placed by the kernel or at `AT`.
+    let fault_loop = |pages: u64, at: &str, with_mprotect: bool| {
+        let body = format!("mmap a {pages} anon{at}\ntouch a write\n{}munmap a\n", if with_mprotect { "mprotect a r\n" } else { "" });
         per_iter(profile, sets, &body, "")
     };
     let need = |b: &[Bench]| benches.iter().any(|x| b.contains(x));
-    let p1 = if need(&[Bench::Touch, Bench::Munmap, Bench::MprotectPage]) { Some(fault_loop(false)?) } else { None };
-    let p2 = if need(&[Bench::MprotectPage]) { Some(fault_loop(true)?) } else { None };
+    let p1 = if need(&[Bench::Touch, Bench::Munmap, Bench::MprotectPage]) { Some(fault_loop(FAULT_PAGES, "", false)?) } else { None };
+    let p2 = if need(&[Bench::MprotectPage]) { Some(fault_loop(FAULT_PAGES, "", true)?) } else { None };
     let pages = FAULT_PAGES as f64;
     let ms = if need(&[Bench::MsyncTouch, Bench::MsyncCpu]) {
         Some(per_iter(profile, sets, "touch a write\nmsync a\n", &format!("mmap a {FAULT_PAGES} file:ms shared\ntouch a write\nmsync a\n"))?)
@@ -199,7 +203,7 @@ pub fn model(profile: &str, sets: &[String], benches: &[Bench]) -> Result<Vec<f6
         None
     };
     let call = |n: u64| per_iter(profile, sets, "mprotect a r\nmprotect a rw\n", &format!("mmap a {n} anon {AT}\ntouch a write\n")).map(|(b, _)| b / 2.0);
-    let warm = if need(&[Bench::TouchWarm, Bench::MapUnmapWarm]) { Some(per_iter(profile, sets, &format!("mmap a {WARM_PAGES} anon {AT}\ntouch a write\nmunmap a\n"), "")?) } else { None };
+    let warm = if need(&[Bench::TouchWarm, Bench::MapUnmapWarm]) { Some(fault_loop(WARM_PAGES, &format!(" {AT}"), false)?) } else { None };
     let wpages = WARM_PAGES as f64;
     benches
         .iter()
@@ -260,9 +264,6 @@ fn knob_sets(key: &str, v: f64) -> Vec<String> {
         vec![format!("cost.{key}={v}")]
     }
 }
-
-/// calibrate.c's page-cache mapping loop (FM_PAGES).
-const FILE_MAP_PAGES: u64 = 256;
 
 /// The page-cache rmap knob, fitted when the host had a file system to map a file from.
 pub const UNKNOWNS_FILE: [Unknown; 1] = [("file_rmap_ns", Bench::FileMapWarm)];
