@@ -5,6 +5,7 @@
 
 mod common;
 
+use mmsim::kernel::locking::LockClass;
 use mmsim::mm::vmstat::VmEvent;
 use mmsim::sim::Sim;
 
@@ -121,4 +122,22 @@ fn lazy_cpu_case_follows_6_18_should_flush_tlb() {
     assert!(cpu0(&delayed) <= 2, "delayed mapping: CPU 0 got {} IRQs", cpu0(&delayed));
     // Only CPU 0 (the sleeping thread's) and no CPU outside the mm receives them.
     assert!((1..8).filter(|&c| c != 4).all(|c| v618.cpus[c].stats.irq_tlb_count == 0));
+}
+
+/// Migration's unmap and remap walk the rmap as try_to_unmap() does: the anon_vma's rwsem for
+/// read around each walk (try_to_migrate() and remove_migration_ptes(): two per migrated page),
+/// and each PTE under its table's lock, which before 5.13 is held while ptep_clear_flush() waits
+/// for its shootdown IPIs.
+#[test]
+fn migration_walks_the_rmap_under_the_anon_vma_and_pte_locks() {
+    let v512 = run(&["kernel.preset=\"linux-5.12\""], false);
+    let migrated = v512.vmstat.get(VmEvent::PGMIGRATE_SUCCESS);
+    assert!(migrated > 1000, "{migrated} migrations");
+    let class = |s: &Sim, c: LockClass| s.locks.stats[c as usize];
+    let av = class(&v512, LockClass::AnonVmaRwsem);
+    // Nothing else in this scenario walks an anon rmap (no reclaim).
+    assert_eq!(av.acquisitions, 2 * migrated, "anon_vma rwsem taken {} times for {migrated} migrations", av.acquisitions);
+    let ptl = class(&v512, LockClass::Ptl);
+    let deliver = v512.p.ipi_deliver_ns as u64;
+    assert!(ptl.holdtime_max >= deliver, "the PTE lock's longest hold {} ns is shorter than an IPI's delivery {deliver} ns", ptl.holdtime_max);
 }

@@ -18,6 +18,7 @@ use crate::mm::rmap::TlbUnmapBatch;
 use crate::mm::vmstat::VmEvent;
 use crate::mm::mmap::find_vma_in;
 use crate::sim::{pg, Sim};
+use crate::kernel::locking::{LockId, Mode};
 use crate::types::*;
 
 /// A folio in flight in `migrate_pages_batch()`: source, destination, the PTEs cleared from the
@@ -218,13 +219,20 @@ impl Sim {
             let cross_tier = self.p.numa_tiering && self.node_is_toptier(self.pfn_to_nid(src) as u32) != self.node_is_toptier(self.pfn_to_nid(dst) as u32);
             let last = if cross_tier { 0 } else { self.last_cpupid.get(src) };
             self.last_cpupid.replace(dst, last);
+            // remove_migration_ptes() → rmap_walk(dst): the anon_vma's rwsem (or i_mmap_rwsem)
+            // for read across the walk, each PTE under its table's lock (page_vma_mapped_walk()).
+            let rmap_lock = if n > 0 { self.rmap_lock(cpu, dst) } else { None };
             for (mm, vpn, old) in ptes {
-                // remove_migration_ptes(): the old PTE's permissions and dirty bit, new frame. A
+                // remove_migration_pte(): the old PTE's permissions and dirty bit, new frame. A
                 // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.
+                let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
                 let accessible_vma = find_vma_in(self.mm(mm), vpn).is_some_and(|v| v.start <= vpn && v.is_accessible());
                 let flags = if old.protnone() && accessible_vma { old.with(Pte::PRESENT, Pte::PROTNONE).flags() } else { old.flags() };
                 self.mm_mut(mm).pgtable.set(vpn, Pte::new(dst, flags));
+                self.charge_sys(cpu, self.p.pte_update_ns);
+                self.lock_release(ptl);
             }
+            self.lock_release(rmap_lock);
             {
                 // References move to the new frame: one per mapping, plus the page cache's.
                 let d = self.frame_mut(dst);
@@ -253,13 +261,20 @@ impl Sim {
         if let Some(b) = batch.as_deref_mut() {
             self.luf_start_folio(pfn, b);
         }
+        // rmap_walk(): the anon_vma's rwsem (or the file's i_mmap_rwsem) for read across the
+        // walk, and each mapping's PTE lock across try_to_migrate_one(), as try_to_unmap() takes
+        // them: before 6.3 a ptep_clear_flush() waits for its IPIs under the PTE lock.
+        let rmap_lock = self.rmap_lock(cpu, pfn);
         for (mm, vpn) in self.rmap_walk(pfn) {
+            let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
             let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             // The migration holds the folio; only the mapping count drops here.
             self.frame_mut(pfn).mapcount -= 1;
             self.charge_sys(cpu, self.p.pte_update_ns);
             out.push((mm, vpn, old));
+            self.lock_release(ptl);
         }
+        self.lock_release(rmap_lock);
         self.kfn_exit(cpu);
         let luf = batch.is_some_and(|b| b.end_folio());
         (out, luf)
