@@ -50,7 +50,13 @@ const GATE: (u64, u64) = (44, 28);
 const Q: (u64, u64) = (72, 8);
 const K: (u64, u64) = (80, 1);
 const V: (u64, u64) = (81, 1);
-const WORK_PAGES: u64 = 82;
+/// The page of ggml's shared compute state (the barrier's counters, `n_barrier` and
+/// `n_barrier_passed`), which a thread spinning in `ggml_barrier()` loads in its loop.
+const BARRIER_STATE: u64 = 82;
+const WORK_PAGES: u64 = 83;
+/// The text page of `ggml_barrier()`'s spin loop: one of the graph-code pages (page 0 is the
+/// matmul kernel, another function).
+const BARRIER_TEXT_PAGE: u64 = 1;
 /// (input, output) activation pages of each matrix.
 const MAT_IO: [((u64, u64), (u64, u64)); 7] = [(X, Q), (X, K), (X, V), (ATTN, X), (X, GATE), (X, HIDDEN), (HIDDEN, X)];
 
@@ -280,6 +286,65 @@ impl Sim {
         StepResult::Continue
     }
 
+    /// After an IPI's `flush_tlb_func()` on `cpu`: a thread spinning there in `ggml_barrier()`
+    /// runs its loop and loads the barrier's counter all the time, so translations the flush
+    /// dropped are walked again at once: the loop's text page (an iTLB miss) and the counter's
+    /// page (a dTLB load miss). The walks take no time of their own (the spin is user time until
+    /// its release anyway); the TLBs and the counters change. A page that is not present (never
+    /// for these hot pages here) is left to the thread's next step instead of faulting inside
+    /// the interrupt (a departure: the spin would take the fault at once).
+    pub(crate) fn llm_spinner_refill(&mut self, cpu: CpuId) {
+        let ci = cpu.0 as usize;
+        let Some(t) = self.cpus[ci].current else { return };
+        let task = &self.tasks[t.0 as usize];
+        let (crate::sim::TaskState::Spinning(_), Some(mm)) = (task.state, task.mm) else { return };
+        let Some(Body::Llm(st)) = task.prog.as_deref().map(|p| &p.body) else { return };
+        if st.waiting.is_none() || self.cpus[ci].tlbstate.loaded_mm != Some(mm) {
+            return;
+        }
+        let text = st.text.0 + BARRIER_TEXT_PAGE.min(st.text.1.saturating_sub(1));
+        let counter = st.work + BARRIER_STATE;
+        self.spin_refill(cpu, mm, text, true);
+        self.spin_refill(cpu, mm, counter, false);
+    }
+
+    /// One access of a spin loop after a flush: look the TLB up and, on a miss, walk and fill
+    /// (setting the accessed bit), counting it as the hardware would; no time is charged.
+    fn spin_refill(&mut self, cpu: CpuId, mm: MmId, vpn: u64, instr: bool) {
+        let ci = cpu.0 as usize;
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        if !instr {
+            self.cpus[ci].stats.dtlb_loads += 1;
+        }
+        if self.cpus[ci].tlb.lookup(asid, vpn, instr).is_some() {
+            return;
+        }
+        let pte = self.mm(mm).pgtable.get(vpn);
+        if !pte.present() {
+            return;
+        }
+        let st = &mut self.cpus[ci].stats;
+        if instr {
+            st.itlb_misses += 1;
+        } else {
+            st.dtlb_load_misses += 1;
+        }
+        st.page_walks += 1;
+        let pte = pte.with(crate::mm::pgtable::Pte::ACCESSED, 0);
+        self.mm_mut(mm).pgtable.set(vpn, pte);
+        let mut flags = 0;
+        if pte.write() {
+            flags |= crate::hw::tlb::F_WRITE;
+        }
+        if pte.dirty() {
+            flags |= crate::hw::tlb::F_DIRTY;
+        }
+        self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
+        if self.oracle.is_some() {
+            self.oracle_fill(cpu, mm, vpn, pte.pfn(), false);
+        }
+    }
+
     /// The barrier is complete: the threads spinning at it stop spinning at `release` (or now,
     /// if their CPU is already past it); a thread between two ticks of its spin sees the
     /// barrier passed at its next step.
@@ -337,6 +402,58 @@ impl Sim {
                 n += 1;
             }
         }
+        if st.barrier && st.nthreads > 1 && i + 1 == e {
+            // ggml_barrier() after the thread's last rows: its code, and atomic_fetch_add() on
+            // the shared counter (a store); a thread that is not the last then spins on it.
+            self.access(cpu, mm, st.text.0 + BARRIER_TEXT_PAGE.min(st.text.1.saturating_sub(1)), false, true)?;
+            self.access(cpu, mm, st.work + BARRIER_STATE, true, false)?;
+            n += 2;
+        }
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::TaskState;
+
+    /// A flush IPI that reaches a thread spinning in ggml_barrier() costs it one iTLB miss (the
+    /// loop's code) and one dTLB load miss (the counter), once per flush: the loop refills them
+    /// at once, and without a flush they stay cached.
+    #[test]
+    fn a_flush_costs_a_spinning_thread_its_loop_and_counter_translations() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/llm-inference.toml");
+        // Stop the run early (the liveness bound) at the first of these times that leaves a
+        // thread spinning at a barrier, its pages present and its mm loaded.
+        for ms in [5, 7, 11, 13, 17, 19, 23, 29, 31, 37] {
+            let cfg = crate::config::load(&path, &[format!("run.max_sim_ms={ms}")]).unwrap();
+            let mut sim = Sim::build(&cfg).unwrap();
+            sim.run(|_| {});
+            let found = (0..sim.cpus.len()).find_map(|c| {
+                let t = sim.cpus[c].current?;
+                let task = &sim.tasks[t.0 as usize];
+                let Some(Body::Llm(st)) = task.prog.as_deref().map(|p| &p.body) else { return None };
+                let mm = task.mm?;
+                let pages = [st.text.0 + BARRIER_TEXT_PAGE, st.work + BARRIER_STATE];
+                let ok = matches!(task.state, TaskState::Spinning(_)) && st.waiting.is_some() && sim.cpus[c].tlbstate.loaded_mm == Some(mm) && pages.iter().all(|&v| sim.mm(mm).pgtable.get(v).present());
+                ok.then_some((CpuId(c as u32), mm))
+            });
+            let Some((spin_cpu, mm)) = found else { continue };
+            let other = CpuId(if spin_cpu.0 == 0 { 1 } else { 0 });
+            let misses = |s: &Sim| (s.cpus[spin_cpu.0 as usize].stats.itlb_misses, s.cpus[spin_cpu.0 as usize].stats.dtlb_load_misses);
+            sim.running_cpu = Some(other);
+            for _ in 0..2 {
+                let (i0, d0) = misses(&sim);
+                sim.flush_tlb_mm(other, mm);
+                assert_eq!(misses(&sim), (i0 + 1, d0 + 1), "one refill of each per flush");
+            }
+            // No flush, no miss: the spin's translations stay cached.
+            let (i0, d0) = misses(&sim);
+            sim.llm_spinner_refill(spin_cpu);
+            assert_eq!(misses(&sim), (i0, d0));
+            return;
+        }
+        panic!("no stop time left a thread spinning at a barrier");
     }
 }

@@ -233,6 +233,8 @@ impl Sim {
         self.prof.muted = true;
         self.flush_tlb_func(cpu, info);
         self.prof.muted = false;
+        // A user spin loop running there refills what the flush dropped (workload/llm.rs).
+        self.llm_spinner_refill(cpu);
         let work = self.cpus[ci].clock - clock;
         self.cpus[ci].clock = clock;
         self.cpus[ci].stats.sys_ns = sys;
