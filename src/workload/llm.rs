@@ -120,6 +120,11 @@ impl LlmState {
         (pages * self.thread / self.nthreads, pages * (self.thread + 1) / self.nthreads)
     }
 
+    /// The pages `ggml_barrier()` touches: its loop's code and the shared counter.
+    fn barrier_pages(&self) -> (u64, u64) {
+        (self.text.0 + BARRIER_TEXT_PAGE.min(self.text.1.saturating_sub(1)), self.work + BARRIER_STATE)
+    }
+
     /// Tokens whose K/V the current pass has written (the context so far, this pass included).
     fn tokens_so_far(&self) -> u64 {
         self.prompt + self.pass
@@ -302,8 +307,7 @@ impl Sim {
         if st.waiting.is_none() || self.cpus[ci].tlbstate.loaded_mm != Some(mm) {
             return;
         }
-        let text = st.text.0 + BARRIER_TEXT_PAGE.min(st.text.1.saturating_sub(1));
-        let counter = st.work + BARRIER_STATE;
+        let (text, counter) = st.barrier_pages();
         self.spin_refill(cpu, mm, text, true);
         self.spin_refill(cpu, mm, counter, false);
     }
@@ -405,8 +409,9 @@ impl Sim {
         if st.barrier && st.nthreads > 1 && i + 1 == e {
             // ggml_barrier() after the thread's last rows: its code, and atomic_fetch_add() on
             // the shared counter (a store); a thread that is not the last then spins on it.
-            self.access(cpu, mm, st.text.0 + BARRIER_TEXT_PAGE.min(st.text.1.saturating_sub(1)), false, true)?;
-            self.access(cpu, mm, st.work + BARRIER_STATE, true, false)?;
+            let (text, counter) = st.barrier_pages();
+            self.access(cpu, mm, text, false, true)?;
+            self.access(cpu, mm, counter, true, false)?;
             n += 2;
         }
         Ok(n)
@@ -435,7 +440,8 @@ mod tests {
                 let task = &sim.tasks[t.0 as usize];
                 let Some(Body::Llm(st)) = task.prog.as_deref().map(|p| &p.body) else { return None };
                 let mm = task.mm?;
-                let pages = [st.text.0 + BARRIER_TEXT_PAGE, st.work + BARRIER_STATE];
+                let (text, counter) = st.barrier_pages();
+                let pages = [text, counter];
                 let ok = matches!(task.state, TaskState::Spinning(_)) && st.waiting.is_some() && sim.cpus[c].tlbstate.loaded_mm == Some(mm) && pages.iter().all(|&v| sim.mm(mm).pgtable.get(v).present());
                 ok.then_some((CpuId(c as u32), mm))
             });
