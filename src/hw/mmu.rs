@@ -113,20 +113,43 @@ impl Sim {
         self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat
     }
 
+    /// A walk's miss as perf counts it: iTLB-load-misses, dTLB-store-misses or dTLB-load-misses.
+    #[inline(always)]
+    pub(crate) fn count_tlb_miss(&mut self, cpu: CpuId, write: bool, instr: bool) {
+        let st = &mut self.cpus[cpu.0 as usize].stats;
+        if instr {
+            st.itlb_misses += 1;
+        } else if write {
+            st.dtlb_store_misses += 1;
+        } else {
+            st.dtlb_load_misses += 1;
+        }
+    }
+
+    /// The end of a successful walk: fill this CPU's TLB from the present `pte` (already marked
+    /// accessed, and dirty for a write), its write and dirty bits as the entry's flags.
+    #[inline(always)]
+    pub(crate) fn tlb_fill_pte(&mut self, cpu: CpuId, mm: MmId, vpn: u64, pte: Pte, write: bool, instr: bool) {
+        let ci = cpu.0 as usize;
+        let mut flags = 0;
+        if pte.write() {
+            flags |= F_WRITE;
+        }
+        if pte.dirty() {
+            flags |= F_DIRTY;
+        }
+        let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
+        self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
+        if self.oracle.is_some() {
+            self.oracle_fill(cpu, mm, vpn, pte.pfn(), write);
+        }
+    }
+
     /// STLB miss: walk, fill, or fault and retry.
     #[cold]
     fn tlb_miss(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
         let ci = cpu.0 as usize;
-        {
-            let st = &mut self.cpus[ci].stats;
-            if instr {
-                st.itlb_misses += 1;
-            } else if write {
-                st.dtlb_store_misses += 1;
-            } else {
-                st.dtlb_load_misses += 1;
-            }
-        }
+        self.count_tlb_miss(cpu, write, instr);
         // At most: a not-present fault, then a write-protect fault, then success.
         for _ in 0..4 {
             self.cpus[ci].stats.page_walks += 1;
@@ -149,18 +172,7 @@ impl Sim {
                 *slot.expect("a present PTE has a table") = pte;
                 let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
                 self.charge_user(cpu, walk);
-                let mut flags = 0;
-                if pte.write() {
-                    flags |= F_WRITE;
-                }
-                if pte.dirty() {
-                    flags |= F_DIRTY;
-                }
-                let asid = self.cpus[ci].tlbstate.loaded_mm_asid;
-                self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
-                if self.oracle.is_some() {
-                    self.oracle_fill(cpu, mm, vpn, pte.pfn(), write);
-                }
+                self.tlb_fill_pte(cpu, mm, vpn, pte, write, instr);
                 return Ok(());
             }
             if pte.mapped() {

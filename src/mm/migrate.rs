@@ -261,20 +261,14 @@ impl Sim {
         if let Some(b) = batch.as_deref_mut() {
             self.luf_start_folio(pfn, b);
         }
-        // rmap_walk(): the anon_vma's rwsem (or the file's i_mmap_rwsem) for read across the
-        // walk, and each mapping's PTE lock across try_to_migrate_one(), as try_to_unmap() takes
-        // them: before 6.3 a ptep_clear_flush() waits for its IPIs under the PTE lock.
-        let rmap_lock = self.rmap_lock(cpu, pfn);
-        for (mm, vpn) in self.rmap_walk(pfn) {
-            let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
-            let old = self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
+        // try_to_migrate_one() under the rmap and PTE locks, as try_to_unmap() takes them:
+        // before 6.3 a ptep_clear_flush() waits for its IPIs under the PTE lock.
+        self.rmap_walk_locked(cpu, pfn, |sim, mm, vpn| {
+            let old = sim.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
             // The migration holds the folio; only the mapping count drops here.
-            self.frame_mut(pfn).mapcount -= 1;
-            self.charge_sys(cpu, self.p.pte_update_ns);
+            sim.frame_mut(pfn).mapcount -= 1;
             out.push((mm, vpn, old));
-            self.lock_release(ptl);
-        }
-        self.lock_release(rmap_lock);
+        });
         self.kfn_exit(cpu);
         let luf = batch.is_some_and(|b| b.end_folio());
         (out, luf)

@@ -207,22 +207,32 @@ impl Sim {
         if let Some(b) = batch.as_deref_mut() {
             self.luf_start_folio(pfn, b);
         }
+        self.rmap_walk_locked(cpu, pfn, |sim, mm, vpn| {
+            sim.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
+            if let Some(slot) = swap_slot {
+                sim.mm_mut(mm).pgtable.set(vpn, Pte::swap(slot));
+                sim.swap_dup(slot);
+            }
+            sim.page_remove_rmap(mm, pfn);
+            sim.put_page(pfn);
+        });
+        self.kfn_exit(cpu);
+        batch.is_some_and(|b| b.end_folio())
+    }
+
+    /// `rmap_walk()` as `try_to_unmap()` and `try_to_migrate()` run it: the folio's rmap lock
+    /// for read across the walk, and each mapping under its PTE table's lock while `one`
+    /// changes its PTE (`page_vma_mapped_walk()`), charged `cost.pte_update_ns`. A flush that
+    /// `one` waits for (ptep_clear_flush()) is waited for under the PTE lock.
+    pub(crate) fn rmap_walk_locked(&mut self, cpu: CpuId, pfn: Pfn, mut one: impl FnMut(&mut Sim, MmId, u64)) {
         let rmap_lock = self.rmap_lock(cpu, pfn);
         for (mm, vpn) in self.rmap_walk(pfn) {
             let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
-            self.clear_pte_for_unmap(cpu, mm, vpn, batch.as_deref_mut());
-            if let Some(slot) = swap_slot {
-                self.mm_mut(mm).pgtable.set(vpn, Pte::swap(slot));
-                self.swap_dup(slot);
-            }
-            self.page_remove_rmap(mm, pfn);
-            self.put_page(pfn);
+            one(self, mm, vpn);
             self.charge_sys(cpu, self.p.pte_update_ns);
             self.lock_release(ptl);
         }
         self.lock_release(rmap_lock);
-        self.kfn_exit(cpu);
-        batch.is_some_and(|b| b.end_folio())
     }
 
     /// `folio_lock_anon_vma_read()` / `i_mmap_lock_read()`: the rmap walk's lock for a folio,

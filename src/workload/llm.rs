@@ -327,26 +327,11 @@ impl Sim {
         if !pte.present() {
             return;
         }
-        let st = &mut self.cpus[ci].stats;
-        if instr {
-            st.itlb_misses += 1;
-        } else {
-            st.dtlb_load_misses += 1;
-        }
-        st.page_walks += 1;
+        self.count_tlb_miss(cpu, false, instr);
+        self.cpus[ci].stats.page_walks += 1;
         let pte = pte.with(crate::mm::pgtable::Pte::ACCESSED, 0);
         self.mm_mut(mm).pgtable.set(vpn, pte);
-        let mut flags = 0;
-        if pte.write() {
-            flags |= crate::hw::tlb::F_WRITE;
-        }
-        if pte.dirty() {
-            flags |= crate::hw::tlb::F_DIRTY;
-        }
-        self.cpus[ci].tlb.fill(asid, vpn, false, pte.pfn(), flags, instr);
-        if self.oracle.is_some() {
-            self.oracle_fill(cpu, mm, vpn, pte.pfn(), false);
-        }
+        self.tlb_fill_pte(cpu, mm, vpn, pte, false, instr);
     }
 
     /// The barrier is complete: the threads spinning at it stop spinning at `release` (or now,
