@@ -364,44 +364,106 @@ pub struct Mm {
     pub vma_lookup: crate::mm::vmacache::MmVmaLookup,
 }
 
-/// A small fixed bitmap of CPUs (cpumask_t).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CpuMask(pub Vec<u64>);
+/// A small fixed bitmap of CPUs (cpumask_t). Up to [`CpuMask::INLINE`] words (256 CPUs) live
+/// inline, so that the masks copied on every unmap (`mm_cpumask` into a flush batch) and every
+/// flush allocate nothing on the host (docs/performance.md, item 30); larger machines' masks are
+/// boxed.
+#[derive(Clone)]
+pub struct CpuMask(Words);
+
+#[derive(Clone)]
+enum Words {
+    Inline(u8, [u64; CpuMask::INLINE]),
+    Boxed(Box<[u64]>),
+}
+
+impl Default for CpuMask {
+    fn default() -> Self {
+        CpuMask(Words::Inline(0, [0; CpuMask::INLINE]))
+    }
+}
+
+impl PartialEq for CpuMask {
+    fn eq(&self, o: &Self) -> bool {
+        self.words() == o.words()
+    }
+}
+impl Eq for CpuMask {}
+
+impl std::fmt::Debug for CpuMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("CpuMask").field(&self.words()).finish()
+    }
+}
 
 impl CpuMask {
+    /// Words kept inline.
+    pub const INLINE: usize = 4;
+
     pub fn new(ncpus: usize) -> Self {
-        CpuMask(vec![0; ncpus.div_ceil(64)])
+        let n = ncpus.div_ceil(64);
+        if n <= Self::INLINE {
+            CpuMask(Words::Inline(n as u8, [0; Self::INLINE]))
+        } else {
+            CpuMask(Words::Boxed(vec![0; n].into_boxed_slice()))
+        }
+    }
+    /// An empty mask of the same size.
+    pub fn empty_like(&self) -> Self {
+        CpuMask::new(self.words().len() * 64)
+    }
+    #[inline]
+    pub fn words(&self) -> &[u64] {
+        match &self.0 {
+            Words::Inline(n, w) => &w[..*n as usize],
+            Words::Boxed(b) => b,
+        }
+    }
+    #[inline]
+    fn words_mut(&mut self) -> &mut [u64] {
+        match &mut self.0 {
+            Words::Inline(n, w) => &mut w[..*n as usize],
+            Words::Boxed(b) => b,
+        }
     }
     #[inline]
     pub fn set(&mut self, c: CpuId) {
-        self.0[c.0 as usize / 64] |= 1 << (c.0 % 64);
+        self.words_mut()[c.0 as usize / 64] |= 1 << (c.0 % 64);
     }
     #[inline]
     pub fn clear(&mut self, c: CpuId) {
-        self.0[c.0 as usize / 64] &= !(1 << (c.0 % 64));
+        self.words_mut()[c.0 as usize / 64] &= !(1 << (c.0 % 64));
     }
     #[inline]
     pub fn test(&self, c: CpuId) -> bool {
-        self.0[c.0 as usize / 64] & (1 << (c.0 % 64)) != 0
+        self.words()[c.0 as usize / 64] & (1 << (c.0 % 64)) != 0
     }
     pub fn or(&mut self, o: &CpuMask) {
-        for (a, b) in self.0.iter_mut().zip(&o.0) {
+        for (a, b) in self.words_mut().iter_mut().zip(o.words()) {
             *a |= *b;
         }
     }
     pub fn clear_all(&mut self) {
-        self.0.iter_mut().for_each(|w| *w = 0);
+        self.words_mut().iter_mut().for_each(|w| *w = 0);
     }
     pub fn is_empty(&self) -> bool {
-        self.0.iter().all(|&w| w == 0)
+        self.words().iter().all(|&w| w == 0)
     }
     /// cpumask_any_but(): is there a CPU other than `c` in the mask?
     pub fn any_but(&self, c: CpuId) -> bool {
         self.iter().any(|x| x != c)
     }
+    /// The CPUs in the mask, in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = CpuId> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &w)| {
-            (0..64).filter(move |b| w & (1 << b) != 0).map(move |b| CpuId((i * 64 + b) as u32))
+        self.words().iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                (w != 0).then(|| {
+                    let b = w.trailing_zeros();
+                    w &= w - 1;
+                    CpuId(i as u32 * 64 + b)
+                })
+            })
         })
     }
 }
@@ -760,6 +822,8 @@ pub struct Sim {
     pub end_ns: Ns,
     /// Per-CPU lru_add batches (mm/swap.c cpu_fbatches.lru_add).
     pub lru_add_batch: Vec<Vec<Pfn>>,
+    /// A walk's PTEs, reused by [`Sim::for_each_rmap`] so that a walk allocates nothing.
+    pub rmap_scratch: Vec<(MmId, u64)>,
     /// `workload.kind = "llm"`: each process's ggml barrier (src/workload/llm.rs).
     pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
@@ -941,6 +1005,7 @@ impl Sim {
             pcp_decay_at: Vec::new(),
             pcpu_drain: (0, 0),
             lru_add_batch: vec![Vec::new(); ncpus],
+            rmap_scratch: Vec::new(),
             llm_barriers: Vec::new(),
             live_tasks: 0,
             hugetlb: Default::default(),
@@ -1110,6 +1175,45 @@ mod round_tests {
         fn round_ns_matches_round(x in any::<f64>(), y in 0.0f64..1e7) {
             prop_assert_eq!(super::round_ns(x), x.round() as u64);
             prop_assert_eq!(super::round_ns(y), y.round() as u64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod cpumask_tests {
+    use super::CpuMask;
+    use crate::types::CpuId;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Inline (up to 256 CPUs) and boxed masks behave as a set of CPUs: membership, the
+        /// ascending iteration the flush paths rely on, union, cpumask_any_but and equality.
+        #[test]
+        fn cpumask_is_a_set_of_cpus(n in 1usize..600, a in proptest::collection::vec(0usize..600, 0..40), b in proptest::collection::vec(0usize..600, 0..40)) {
+            let (mut m, mut o) = (CpuMask::new(n), CpuMask::new(n));
+            let mut want = std::collections::BTreeSet::new();
+            for &c in a.iter().filter(|&&c| c < n) {
+                m.set(CpuId(c as u32));
+                want.insert(c as u32);
+            }
+            for &c in b.iter().filter(|&&c| c < n) {
+                o.set(CpuId(c as u32));
+            }
+            prop_assert_eq!(m.iter().map(|c| c.0).collect::<Vec<_>>(), want.iter().copied().collect::<Vec<_>>());
+            prop_assert_eq!(m.is_empty(), want.is_empty());
+            prop_assert_eq!(m.any_but(CpuId(0)), want.iter().any(|&c| c != 0));
+            prop_assert!((0..n as u32).all(|c| m.test(CpuId(c)) == want.contains(&c)));
+            let mut u = m.clone();
+            u.or(&o);
+            prop_assert!((0..n as u32).all(|c| u.test(CpuId(c)) == (m.test(CpuId(c)) || o.test(CpuId(c)))));
+            prop_assert_eq!(m.empty_like(), CpuMask::new(n));
+            if let Some(&c) = want.iter().next() {
+                let mut d = m.clone();
+                d.clear(CpuId(c));
+                prop_assert!(d != m && !d.test(CpuId(c)));
+            }
+            u.clear_all();
+            prop_assert!(u.is_empty());
         }
     }
 }

@@ -87,6 +87,16 @@ impl LockClass {
     pub fn irqs_off(self) -> bool {
         matches!(self, LockClass::LruLock | LockClass::ZoneLock | LockClass::IPages)
     }
+    /// Only ever read-locked in the model: the rmap walks take i_mmap_rwsem and the anon_vma
+    /// rwsem for read (`rmap_lock()`), and no modelled path takes them for write (the kernel's
+    /// writers, vma_link()/unlink_file_vma() and anon_vma_fork()/unlink_anon_vmas(), are not
+    /// lock sections here). A reader waits only for writers, so a read request on these is
+    /// granted at once with no hand-off, and its hold need not be booked: nothing would read
+    /// it (docs/performance.md, item 29). A path that write-locks one must take its class out
+    /// of this list.
+    pub fn readers_only(self) -> bool {
+        matches!(self, LockClass::IMmapRwsem | LockClass::AnonVmaRwsem)
+    }
 }
 
 /// One lock instance.
@@ -660,7 +670,8 @@ impl Sim {
     /// Book a section of `work` ns requested at `t` on lock `id`'s calendar, with its lock_stat
     /// figures and (irq-disabling locks) its interrupts-off interval. Returns (grant, hand-off).
     fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
-        let (s, handoff) = self.locks.book(id, cpu, t, shared, work);
+        debug_assert!(shared || !id.class().readers_only(), "{id:?} write-locked: see LockClass::readers_only");
+        let (s, handoff) = if shared && id.class().readers_only() { (t, 0) } else { self.locks.book(id, cpu, t, shared, work) };
         let bounce = handoff > 0;
         let class = id.class();
         let st = &mut self.locks.stats[class as usize];
@@ -718,6 +729,12 @@ impl Sim {
         }
         let t = self.now(cpu);
         let shared = mode == Mode::Shared;
+        let class = id.class();
+        debug_assert!(shared || !class.readers_only(), "{id:?} write-locked: see LockClass::readers_only");
+        if shared && class.readers_only() {
+            // No writer to wait for and no hand-off (LockClass::readers_only): nothing booked.
+            return Some(Held { id, cpu, start: t, shared, bounce: false, requested: t });
+        }
         let floor = self.locks.floor;
         let cal = self.locks.cal(id);
         cal.prune(floor);
@@ -728,7 +745,6 @@ impl Sim {
         // calendar needs it (most holds are released first and booked once, whole).
         cal.open = Some(Open { req: t, start: s, cpu: cpu.0, shared, at: k });
         let handoff = self.locks.handoff(cpu, prev);
-        let class = id.class();
         if s > t {
             self.locks.stats[class as usize].wait(s - t, handoff > 0);
         }
@@ -760,6 +776,11 @@ impl Sim {
         let Some(h) = h else { return };
         let end = self.now(h.cpu).max(h.start);
         let class = h.id.class();
+        if h.shared && class.readers_only() {
+            // Not booked (LockClass::readers_only); a read hold overlaps no other.
+            self.locks.stats[class as usize].hold(end - h.start, h.bounce);
+            return;
+        }
         let cal = self.locks.cals.get_unsettled(h.id);
         let hi = match cal.open {
             Some(o) if o.req == h.requested && o.cpu == h.cpu.0 => {
@@ -931,61 +952,93 @@ mod tests {
         format!("{:?} {q:?}", c.pruned)
     }
 
-    proptest::proptest! {
-        /// Open holds booked lazily (item 25) against the booking `lock_acquire` did before:
-        /// booked open at once, closed by `lock_release`. CPUs with lagging and leading clocks
-        /// acquire, release and take whole sections of two rwsems, several holds open at a
-        /// time; every grant, the overlap count and the calendars must be the same.
-        #[test]
-        fn open_holds_booked_at_release_match_booking_at_acquire(ops in proptest::collection::vec((0u32..4, 0u8..3, 0u32..2, proptest::bool::ANY, 0u64..400), 1..120)) {
-            let text = "[machine]\ncpus = 4\nsockets = 2\nnodes = 2\nmem_per_node_mib = 64\n[[workload.thread]]\ncpu = 0\nops = \"sleep 1us\"\n";
-            let cfg = crate::config::load_str("locks.toml", text, &[]).unwrap();
-            let mut sim = Sim::build(&cfg).unwrap();
-            proptest::prop_assert!(sim.locks.enabled);
-            let mut eager = Locks::new(sim.locks.sockets.clone(), true, sim.locks.handoff_ns as f64, sim.locks.handoff_cross_ns as f64);
-            let mut held: Vec<Option<(Held, Ns)>> = vec![None; 4];
-            for (cpu, op, lock, shared, dt) in ops {
-                let c = CpuId(cpu);
-                sim.cpus[cpu as usize].clock += dt;
-                let floor = sim.cpus.iter().map(|x| x.clock).min().unwrap().saturating_sub(300);
-                sim.locks.floor = floor;
-                eager.floor = floor;
-                let id = LockId::IMmap(lock);
-                let mode = if shared { Mode::Shared } else { Mode::Exclusive };
-                let t = sim.now(c);
-                match (op, held[cpu as usize].take()) {
-                    (0, None) => {
-                        let h = sim.lock_acquire(c, id, mode).unwrap();
-                        // The booking before item 25.
-                        let cal = eager.cals.get(id);
-                        cal.prune(floor);
-                        let k = cal.pos(t);
-                        let (s, _) = cal.find_at(k, t, shared);
-                        cal.insert_at(k, t, s, s, cpu, shared);
-                        proptest::prop_assert_eq!(h.start, s);
-                        held[cpu as usize] = Some((h, s));
-                    }
-                    (0 | 1, Some((h, s))) => {
-                        let end = sim.now(c).max(s);
-                        let cal = eager.cals.get(h.id);
-                        let hi = cal.close(h.requested, cpu, end);
-                        eager.overlaps += cal.overlaps_from(hi, s, end, h.shared) as u64;
-                        sim.lock_release(Some(h));
-                    }
-                    (_, open) => {
-                        held[cpu as usize] = open;
-                        let wait = sim.lock_section(c, id, mode, dt as f64);
-                        let (s, _) = eager.book(id, c, t, shared, dt);
-                        proptest::prop_assert_eq!(t + wait, s);
-                    }
+    /// Random acquires, releases and whole sections on two instances of a lock (`id`), from
+    /// CPUs with lagging and leading clocks, several holds open at a time, against the booking
+    /// `lock_acquire` did before item 25 (booked open at once, closed by `lock_release`) on
+    /// full calendars: every grant, hand-off and the overlap count must be the same; with
+    /// `compare_holds`, the calendars too. `shared` maps a drawn flag to the request's mode.
+    fn against_eager_booking(ops: Vec<(u32, u8, u32, bool, u64)>, id: fn(u32) -> LockId, shared: fn(bool) -> bool, compare_holds: bool) -> Result<(), proptest::test_runner::TestCaseError> {
+        let text = "[machine]\ncpus = 4\nsockets = 2\nnodes = 2\nmem_per_node_mib = 64\n[[workload.thread]]\ncpu = 0\nops = \"sleep 1us\"\n";
+        let cfg = crate::config::load_str("locks.toml", text, &[]).unwrap();
+        let mut sim = Sim::build(&cfg).unwrap();
+        proptest::prop_assert!(sim.locks.enabled);
+        let mut eager = Locks::new(sim.locks.sockets.clone(), true, sim.locks.handoff_ns as f64, sim.locks.handoff_cross_ns as f64);
+        let mut held: Vec<Option<(Held, Ns)>> = vec![None; 4];
+        for (cpu, op, lock, sh, dt) in ops {
+            let c = CpuId(cpu);
+            sim.cpus[cpu as usize].clock += dt;
+            let floor = sim.cpus.iter().map(|x| x.clock).min().unwrap().saturating_sub(300);
+            sim.locks.floor = floor;
+            eager.floor = floor;
+            let id = id(lock);
+            let shared = shared(sh);
+            let mode = if shared { Mode::Shared } else { Mode::Exclusive };
+            let t = sim.now(c);
+            match (op, held[cpu as usize].take()) {
+                (0, None) => {
+                    let h = sim.lock_acquire(c, id, mode).unwrap();
+                    // The booking before item 25.
+                    let cal = eager.cals.get(id);
+                    cal.prune(floor);
+                    let k = cal.pos(t);
+                    let (s, prev) = cal.find_at(k, t, shared);
+                    cal.insert_at(k, t, s, s, cpu, shared);
+                    proptest::prop_assert_eq!(h.start, s);
+                    proptest::prop_assert_eq!(h.bounce, eager.handoff(c, prev) > 0);
+                    held[cpu as usize] = Some((h, s));
                 }
-                proptest::prop_assert_eq!(sim.locks.overlaps, eager.overlaps);
+                (0 | 1, Some((h, s))) => {
+                    let end = sim.now(c).max(s);
+                    let cal = eager.cals.get(h.id);
+                    let hi = cal.close(h.requested, cpu, end);
+                    eager.overlaps += cal.overlaps_from(hi, s, end, h.shared) as u64;
+                    sim.lock_release(Some(h));
+                }
+                (_, open) => {
+                    held[cpu as usize] = open;
+                    let wait = sim.lock_section(c, id, mode, dt as f64);
+                    let (s, _) = eager.book(id, c, t, shared, dt);
+                    proptest::prop_assert_eq!(t + wait, s);
+                }
             }
+            proptest::prop_assert_eq!(sim.locks.overlaps, eager.overlaps);
+        }
+        if compare_holds {
             for lock in 0..2 {
-                let id = LockId::IMmap(lock);
-                let (a, b) = (holds(sim.locks.cals.get(id)), holds(eager.cals.get(id)));
+                let (a, b) = (holds(sim.locks.cals.get(id(lock))), holds(eager.cals.get(id(lock))));
                 proptest::prop_assert_eq!(a, b);
             }
         }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        /// Open holds booked lazily (item 25) on an rwsem taken both ways (mmap_lock).
+        #[test]
+        fn open_holds_booked_at_release_match_booking_at_acquire(ops in proptest::collection::vec((0u32..4, 0u8..3, 0u32..2, proptest::bool::ANY, 0u64..400), 1..120)) {
+            against_eager_booking(ops, LockId::MmapLock, |sh| sh, true)?;
+        }
+
+        /// Read locks of a readers-only class (i_mmap_rwsem, item 29) are not booked: every
+        /// grant and hand-off is what the full calendar gives, and nothing is kept.
+        #[test]
+        fn unbooked_read_locks_get_what_a_full_calendar_grants(ops in proptest::collection::vec((0u32..4, 0u8..3, 0u32..2, proptest::bool::ANY, 0u64..400), 1..120)) {
+            against_eager_booking(ops, LockId::IMmap, |_| true, false)?;
+        }
+    }
+
+    #[test]
+    fn readers_only_classes_keep_no_calendar() {
+        let text = "[machine]\ncpus = 2\nmem_per_node_mib = 64\n[[workload.thread]]\ncpu = 0\nops = \"sleep 1us\"\n";
+        let mut sim = Sim::build(&crate::config::load_str("locks.toml", text, &[]).unwrap()).unwrap();
+        for (c, dt) in [(0, 100), (1, 50), (0, 70)] {
+            sim.cpus[c].clock += dt;
+            let h = sim.lock_acquire(CpuId(c as u32), LockId::IMmap(3), Mode::Shared);
+            sim.cpus[c].clock += 30;
+            sim.lock_release(h);
+        }
+        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].acquisitions, 3);
+        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].holdtime_total, 90);
+        assert!(sim.locks.cals.i_mmap.is_empty(), "read holds of i_mmap_rwsem are not booked");
     }
 }

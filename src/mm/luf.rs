@@ -183,7 +183,7 @@ impl LufState {
 }
 
 fn fold_into(map: &mut BTreeMap<u32, LufEntry>, k: u32, mask: &CpuMask, ugen: u64) {
-    let e = map.entry(k).or_insert_with(|| LufEntry { mask: CpuMask::new(mask.0.len() * 64), ugen: 0 });
+    let e = map.entry(k).or_insert_with(|| LufEntry { mask: mask.empty_like(), ugen: 0 });
     e.mask.or(mask);
     e.ugen = ugen;
 }
@@ -216,7 +216,7 @@ impl Sim {
             Luf::V12 => {
                 l.ugen += 1;
                 let (ugen, key) = (l.ugen, tag_of(l.ugen));
-                let e = l.table.entry(key).or_insert_with(|| LufEntry { mask: CpuMask::new(mask.0.len() * 64), ugen: 0 });
+                let e = l.table.entry(key).or_insert_with(|| LufEntry { mask: mask.empty_like(), ugen: 0 });
                 e.mask.or(&mask);
                 e.ugen = ugen;
                 for &m in mms {

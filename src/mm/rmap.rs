@@ -68,7 +68,7 @@ impl TlbUnmapBatch {
         match (self.luf_pending(), self.flush_required) {
             (false, _) => None,
             (true, true) => Some(self.cpumask.clone()),
-            (true, false) => Some(CpuMask::new(self.cpumask.0.len() * 64)),
+            (true, false) => Some(self.cpumask.empty_like()),
         }
     }
 }
@@ -77,8 +77,26 @@ impl Sim {
     /// Every (mm, vpn) whose PTE maps `pfn`: anon via the anon_vma's mms at the linear index,
     /// file via i_mmap.
     pub fn rmap_walk(&self, pfn: Pfn) -> Vec<(MmId, u64)> {
-        let f = self.frame(pfn);
         let mut out = Vec::new();
+        self.rmap_walk_into(pfn, &mut out);
+        out
+    }
+
+    /// [`Sim::rmap_walk`] then `f` on each PTE found, which may change anything: the PTEs are
+    /// listed first into a buffer kept for the next walk (docs/performance.md, item 30).
+    pub(crate) fn for_each_rmap(&mut self, pfn: Pfn, mut f: impl FnMut(&mut Sim, MmId, u64)) {
+        let mut maps = std::mem::take(&mut self.rmap_scratch);
+        self.rmap_walk_into(pfn, &mut maps);
+        for &(mm, vpn) in &maps {
+            f(self, mm, vpn);
+        }
+        maps.clear();
+        self.rmap_scratch = maps;
+    }
+
+    /// [`Sim::rmap_walk`] appending to `out`.
+    fn rmap_walk_into(&self, pfn: Pfn, out: &mut Vec<(MmId, u64)>) {
+        let f = self.frame(pfn);
         if f.flags & pg::ANON != 0 {
             for &mm in &self.anon_vmas[f.mapping as usize].mms {
                 if let Some(m) = self.mms[mm.0 as usize].as_ref() {
@@ -103,7 +121,6 @@ impl Sim {
                 }
             }
         }
-        out
     }
 
     /// `should_defer_flush()` (x86 `arch_tlbbatch_should_defer`): defer only if some other CPU
@@ -226,12 +243,12 @@ impl Sim {
     /// `one` waits for (ptep_clear_flush()) is waited for under the PTE lock.
     pub(crate) fn rmap_walk_locked(&mut self, cpu: CpuId, pfn: Pfn, mut one: impl FnMut(&mut Sim, MmId, u64)) {
         let rmap_lock = self.rmap_lock(cpu, pfn);
-        for (mm, vpn) in self.rmap_walk(pfn) {
-            let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
-            one(self, mm, vpn);
-            self.charge_sys(cpu, self.p.pte_update_ns);
-            self.lock_release(ptl);
-        }
+        self.for_each_rmap(pfn, |s, mm, vpn| {
+            let ptl = s.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
+            one(s, mm, vpn);
+            s.charge_sys(cpu, s.p.pte_update_ns);
+            s.lock_release(ptl);
+        });
         self.lock_release(rmap_lock);
     }
 

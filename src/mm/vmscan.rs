@@ -399,18 +399,17 @@ impl Sim {
         let rmap_lock = self.rmap_lock(cpu, pfn);
         let mut referenced = 0;
         let mut exec = false;
-        let maps = self.rmap_walk(pfn);
-        for (mm, vpn) in maps {
-            self.lock_section(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive, self.p.pte_update_ns);
-            let pte = self.mm(mm).pgtable.get(vpn);
+        self.for_each_rmap(pfn, |s, mm, vpn| {
+            s.lock_section(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive, s.p.pte_update_ns);
+            let pte = s.mm(mm).pgtable.get(vpn);
             if pte.young() {
                 referenced += 1;
-                self.mm_mut(mm).pgtable.set(vpn, pte.with(0, crate::mm::pgtable::Pte::ACCESSED));
-                if let Some(v) = crate::mm::mmap::find_vma_in(self.mm(mm), vpn) {
+                s.mm_mut(mm).pgtable.set(vpn, pte.with(0, crate::mm::pgtable::Pte::ACCESSED));
+                if let Some(v) = crate::mm::mmap::find_vma_in(s.mm(mm), vpn) {
                     exec |= v.flags & vm::EXEC != 0;
                 }
             }
-        }
+        });
         self.charge_sys(cpu, self.p.pte_update_ns * (1 + referenced) as f64);
         self.lock_release(rmap_lock);
         self.kfn_exit(cpu);
