@@ -127,6 +127,13 @@ impl LockId {
             LockId::Luf => LockClass::LufLock,
         }
     }
+    /// A read request on a readers-only class ([`LockClass::readers_only`]): granted at once
+    /// with no hand-off, and not booked. A write request on such a class is a model bug.
+    #[inline]
+    fn unbooked_read(self, shared: bool) -> bool {
+        debug_assert!(shared || !self.class().readers_only(), "{self:?} write-locked: see LockClass::readers_only");
+        shared && self.class().readers_only()
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -670,8 +677,7 @@ impl Sim {
     /// Book a section of `work` ns requested at `t` on lock `id`'s calendar, with its lock_stat
     /// figures and (irq-disabling locks) its interrupts-off interval. Returns (grant, hand-off).
     fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
-        debug_assert!(shared || !id.class().readers_only(), "{id:?} write-locked: see LockClass::readers_only");
-        let (s, handoff) = if shared && id.class().readers_only() { (t, 0) } else { self.locks.book(id, cpu, t, shared, work) };
+        let (s, handoff) = if id.unbooked_read(shared) { (t, 0) } else { self.locks.book(id, cpu, t, shared, work) };
         let bounce = handoff > 0;
         let class = id.class();
         let st = &mut self.locks.stats[class as usize];
@@ -730,8 +736,7 @@ impl Sim {
         let t = self.now(cpu);
         let shared = mode == Mode::Shared;
         let class = id.class();
-        debug_assert!(shared || !class.readers_only(), "{id:?} write-locked: see LockClass::readers_only");
-        if shared && class.readers_only() {
+        if id.unbooked_read(shared) {
             // No writer to wait for and no hand-off (LockClass::readers_only): nothing booked.
             return Some(Held { id, cpu, start: t, shared, bounce: false, requested: t });
         }
@@ -776,7 +781,7 @@ impl Sim {
         let Some(h) = h else { return };
         let end = self.now(h.cpu).max(h.start);
         let class = h.id.class();
-        if h.shared && class.readers_only() {
+        if h.id.unbooked_read(h.shared) {
             // Not booked (LockClass::readers_only); a read hold overlaps no other.
             self.locks.stats[class as usize].hold(end - h.start, h.bounce);
             return;
