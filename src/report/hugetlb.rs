@@ -65,7 +65,7 @@ fn size(v: u64) -> String {
     const S: [&str; 5] = ["", "K", "M", "G", "T"];
     let mut v = v;
     let mut i = 0;
-    while v >= 1024 && v.is_multiple_of(1024) && i < 4 {
+    while v >= 1024 && v % 1024 == 0 && i < 4 {
         v /= 1024;
         i += 1;
     }
