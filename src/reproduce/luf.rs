@@ -6,7 +6,7 @@
 //! socket, 64 CPUs (32 cores with hyperthreads); node 0 with every CPU and 42 GB of DRAM, node 1
 //! CPU-less with a 98 GB CXL expander; swap off, `kernel.numa_balancing=2` (tiering), demotion
 //! enabled; three `llama.cpp/main -m <70G model> -p "who are you?" -s 1 -t 15 -n 20` at once
-//! (15 threads each, 4 prompt + 20 generated = 24 timed tokens); caches dropped between runs.
+//! (15 threads each, a 5-token prompt (BOS + 4) in one pass and 19 evaluated tokens = 24 timed tokens); caches dropped between runs.
 //! The workload is `workload.kind = "llm"` (src/workload/llm.rs, docs/llm.md).
 //!
 //! Columns: BEFORE is the linux-6.9 preset with `kernel.luf=off`, AFTER the same preset with
@@ -63,8 +63,16 @@ pub const LAYERS: u64 = 80;
 /// 10 times; it gives no start times): a perturbation far below a pass's length, enough to
 /// sample the run's spread.
 pub const SEED_JITTER_US: u64 = 1000;
-pub const PROMPT_TOKENS: u64 = 4;
-pub const GEN_TOKENS: u64 = 20;
+/// The prompt as llama.cpp evaluates it: "who are you?" is 4 tokens of Llama 2's SentencePiece
+/// vocabulary ("▁who", "▁are", "▁you", "?") after the BOS token that `main` adds, so 5 tokens in
+/// one pass.
+pub const PROMPT_TOKENS: u64 = 5;
+/// Generated tokens that are evaluated: `-n 20` samples 20 tokens, but `main`'s loop decodes a
+/// sampled token only at its next iteration and ends after the 20th sample, so 19 single-token
+/// passes follow the prompt's. That is the seed's "24 tokens" (llama_print_timings' total is
+/// n_p_eval + n_eval = 5 + 19). docs/llm.md, "The token count" (until 2026-11-28: 4 + 20, one
+/// pass too many).
+pub const GEN_TOKENS: u64 = 19;
 
 /// The three kernels of the experiment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -476,7 +484,7 @@ pub fn experiment_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Resu
     let llm = |k: &str| cfg.int(&format!("workload.llm.{k}"));
     writeln!(
         text,
-        "llama.cpp: {} processes x {} threads, {} MiB models ({} layers), {} prompt + {} generated tokens.",
+        "llama.cpp: {} processes x {} threads, {} MiB models ({} layers), {} prompt tokens in one pass + {} generated tokens evaluated one pass each.",
         llm("processes"),
         llm("threads"),
         llm("model_mib"),
