@@ -16,9 +16,29 @@ use std::process::ExitCode;
 /// results in job order: each run is its own deterministic `Sim`, so the output is the same
 /// bytes as a sequential run (`tests/reproduce_parallel.rs`). Run inside a one-thread pool
 /// (`rayon::ThreadPoolBuilder::new().num_threads(1)`) to get the sequential run.
+///
+/// Each of the pool's threads takes the next job not yet started, in job order, so a list
+/// that puts its longest runs first is run longest first (greedy list scheduling: the last
+/// job to finish is a short one). `par_iter` split the list into halves instead: batched-flush
+/// gave one thread the six 4-node runs and the other the six single-socket runs, which then
+/// waited for it (docs/performance.md, item 32).
 pub fn run_jobs<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync + Send) -> Vec<R> {
-    use rayon::prelude::*;
-    jobs.par_iter().map(f).collect()
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<R>>> = jobs.iter().map(|_| Mutex::new(None)).collect();
+    let workers = rayon::current_num_threads().min(jobs.len());
+    rayon::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|_| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(j) = jobs.get(i) else { break };
+                let r = f(j);
+                *slots[i].lock().expect("a job's slot") = Some(r);
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().expect("a job's slot").expect("every job ran")).collect()
 }
 
 /// One metric's BEFORE and AFTER figures, published or simulated: the cells of a result row
@@ -105,6 +125,34 @@ pub fn cli_scaled(name: &str, json: Option<PathBuf>, sets: &[String], seeds: Opt
             }
             eprintln!("  {:<18} the five seeds' experiments in turn, then one summary table", "all");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Results come back in job order whatever the pool's size and however long each job
+    /// takes; on one thread the jobs run in list order (with more, which thread takes which
+    /// job first is a race, so only the results are compared).
+    #[test]
+    fn run_jobs_starts_jobs_in_order_and_returns_results_in_order() {
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+            let started = AtomicUsize::new(0);
+            let jobs: Vec<u64> = (0..9).map(|i| (9 - i) * 3).collect();
+            let out = pool.install(|| {
+                super::run_jobs(&jobs, |&ms| {
+                    let order = started.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    (ms, order)
+                })
+            });
+            assert_eq!(out.iter().map(|r| r.0).collect::<Vec<_>>(), jobs);
+            if threads == 1 {
+                assert_eq!(out.iter().map(|r| r.1).collect::<Vec<_>>(), (0..9).collect::<Vec<_>>());
+            }
         }
     }
 }
