@@ -232,8 +232,8 @@ pub fn cli(json: Option<PathBuf>, scale: Option<u64>, only: Option<&str>) -> Exi
         plan.push('\n');
     }
     println!("mmsim reproduce all: {} experiment(s), in this order:\n{plan}", names.len());
-    if names.iter().any(|n| scale_for(n, scale) == Some(1) && (*n == "luf" || *n == "numa-delayed-map")) {
-        eprintln!("mmsim reproduce all: note: luf and numa-delayed-map at full scale take hours on a 2-core machine (docs/performance.md); --scale 64 gives a first look in minutes");
+    if names.iter().any(|n| scale_for(n, scale) == Some(1) && *n == "luf") {
+        eprintln!("mmsim reproduce all: note: luf at full scale takes over an hour on a 2-core machine, batched-flush about 15 minutes (docs/performance.md); --scale 64 gives a first look in minutes");
     }
     let t0 = std::time::Instant::now();
     let mut checks = Vec::new();
