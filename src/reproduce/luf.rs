@@ -441,20 +441,17 @@ pub fn run_all_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Result<
         })
         .collect();
     // The last kernel's runs (6.14 + v12) take the longest: started first, so that the run
-    // left to finish last is a shorter one (`run_jobs` starts jobs in list order). The results
-    // are put back in job order.
+    // left to finish last is a shorter one (`run_jobs` starts jobs in list order). The list is
+    // run backwards, so its results are reversed back into job order.
     let idx: Vec<usize> = (0..jobs.len()).rev().collect();
-    let res = super::run_jobs(&idx, |&i| {
+    let mut res = super::run_jobs(&idx, |&i| {
         let (k, s) = jobs[i];
         let r = run_one(scale, k, &seed_sets(sets, s), Some(&bars[i]));
         bars[i].finish_and_clear();
         r
     });
-    let mut by_job: Vec<Option<_>> = (0..jobs.len()).map(|_| None).collect();
-    for (&i, r) in idx.iter().zip(res) {
-        by_job[i] = Some(r);
-    }
-    let mut flat = by_job.into_iter().map(|r| r.expect("every job ran")).collect::<Result<Vec<_>, _>>()?.into_iter();
+    res.reverse();
+    let mut flat = res.into_iter().collect::<Result<Vec<_>, _>>()?.into_iter();
     Ok(Kernel::ALL.iter().map(|_| flat.by_ref().take(seed_list.len()).collect()).collect())
 }
 
