@@ -140,7 +140,8 @@ pub struct ScalingPoint {
     pub mem_gib: u64,
     /// The up-front estimate (src/config/estimate.rs), bytes.
     pub estimate_bytes: u64,
-    /// Measured: the frame table and page tables after the run, bytes.
+    /// Measured after the run, bytes: the frame table's written part (the host backs no
+    /// other) and the page tables at their peak.
     pub frame_table_bytes: u64,
     pub page_table_bytes: u64,
     pub build_s: f64,
@@ -199,7 +200,9 @@ fn scaling_point(sweep: &'static str, cpus: u64, mem_gib: u64) -> ScalingPoint {
     sim.run(|_| {});
     p.run_s = t.elapsed().as_secs_f64();
     p.accesses = sim.cpus.iter().map(|c| c.stats.dtlb_loads + c.stats.dtlb_stores).sum();
-    p.frame_table_bytes = (sim.frames.capacity() * std::mem::size_of::<crate::sim::Frame>() + sim.last_cpupid.bytes()) as u64;
+    // The part of the frame table the run wrote (the host backs no other: pristine blocks,
+    // mm/page_alloc.rs `FreeArea`), and the cpupid table if NUMA balancing allocated it.
+    p.frame_table_bytes = sim.frames_written() * std::mem::size_of::<crate::sim::Frame>() as u64 + sim.last_cpupid.bytes() as u64;
     p.page_table_bytes = sim.pgtable_pages_peak * 4096;
     p
 }

@@ -143,6 +143,28 @@ impl CpupidTable {
     }
 }
 
+/// A frame table of `n` all-zero frames, allocated zeroed: the allocator maps a block this
+/// large from the kernel's zero pages, and the host backs a page of the table only when the
+/// model first writes it. `init_page_alloc()` writes the frames of the blocks it lists and
+/// leaves the pristine MAX_PAGE_ORDER blocks zero (mm/page_alloc.rs `FreeArea`), so frames of
+/// memory the run never allocates cost no host memory.
+fn zeroed_frames(n: usize) -> Vec<Frame> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let layout = std::alloc::Layout::array::<Frame>(n).expect("frame table size fits in memory");
+    // SAFETY: `Frame` is plain integers, so all-zero bytes are a valid `Frame`; the block comes
+    // from the global allocator with the layout of `[Frame; n]`, and all `n` elements are
+    // initialised (zero), as `Vec::from_raw_parts` requires.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout) as *mut Frame;
+        if p.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        Vec::from_raw_parts(p, n, n)
+    }
+}
+
 impl Frame {
     /// Bits of `index`.
     pub const INDEX_BITS: u32 = 48;
@@ -925,7 +947,7 @@ impl Sim {
             });
             start += nr;
         }
-        let frames = vec![Frame::free(0); start as usize];
+        let frames = zeroed_frames(start as usize);
         let node_map = NodeMap::new(nodes.iter().map(|n| (n.start_pfn, n.nr_pages)));
         let node_latency = (0..nodes.len())
             .map(|from| {

@@ -141,6 +141,9 @@ impl Sim {
         if !self.oracle.as_ref().is_some_and(|o| o.structural) {
             return;
         }
+        // The checkers read every frame, free ones too: write the pristine blocks first (a
+        // change of representation only, mm/page_alloc.rs `FreeArea`).
+        self.materialize_free_lists();
         let mut found = Found::default();
         let mut seen = vec![Seen::default(); self.frames.len()];
         let mut swap_ptes = vec![0u32; self.swap.map.len()];

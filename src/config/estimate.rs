@@ -2,9 +2,10 @@
 //! `Sim::new` allocates its frame table, swap map and per-CPU TLBs (issue 16).
 //!
 //! Knob ranges stay generous (`machine.swap_mib` up to 1 TiB of simulated swap); this estimate
-//! is what protects the host. It counts what `Sim::new` allocates eagerly and in proportion to
-//! the machine: one `Frame` per simulated page (and its `u32` last_cpupid with NUMA balancing
-//! on), the swap map (`u16`) and free-slot list (`u32`) per swap slot, and each CPU's TLB
+//! is what protects the host. It counts what `Sim::new` allocates in proportion to the machine:
+//! one `Frame` per simulated page (and its `u32` last_cpupid with NUMA balancing on; the frame
+//! table is allocated zeroed and the host backs only the frames the run allocates, but under
+//! memory pressure that is every one, so the estimate counts them all), the swap map (`u16`) and free-slot list (`u32`) per swap slot, and each CPU's TLB
 //! arrays. Page tables and the page cache's index grow with the workload: for an `ops`
 //! workload the estimate counts them for every region a `touch` op walks (a PTE per page in its
 //! process's tables, and a page-cache slot per page of a mapped file: a touch reads or writes

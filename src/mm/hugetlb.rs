@@ -666,7 +666,14 @@ impl Sim {
     /// Frames by owner, counted from the frames themselves.
     pub fn hugetlb_frame_census(&self) -> FrameCensus {
         let mut c = FrameCensus { total: self.frames.len() as u64, ..Default::default() };
-        for f in &self.frames {
+        // Pristine blocks (mm/page_alloc.rs FreeArea) are free and not written.
+        let mut written = Vec::with_capacity(self.nodes.len());
+        for (ni, n) in self.nodes.iter().enumerate() {
+            let pristine = self.pristine_pages(ni);
+            c.free += pristine as u64;
+            written.push((n.start_pfn + pristine) as usize..(n.start_pfn + n.nr_pages) as usize);
+        }
+        for f in written.into_iter().flat_map(|r| self.frames[r].iter()) {
             if f.flags & pg::FREE != 0 {
                 c.free += 1;
             } else if f.mapping == HUGETLB_MAPPING {

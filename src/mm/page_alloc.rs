@@ -24,15 +24,38 @@ pub const MAX_PAGE_ORDER: usize = 10;
 pub const NIL: u32 = u32::MAX;
 
 /// `struct free_area[MAX_PAGE_ORDER + 1]` of one zone.
+///
+/// **Pristine blocks (lazy frames, docs/performance.md item 33).** The MAX_PAGE_ORDER blocks
+/// that boot put on the list and nobody has allocated yet are not written into the frame table:
+/// the lowest `pristine` blocks of the node, `[start_pfn, start_pfn + pristine << MAX_PAGE_ORDER)`,
+/// form the tail of the order-MAX_PAGE_ORDER list implicitly, in descending address order
+/// (boot adds them in ascending order at the head, and every later add is at the head and
+/// every take from it, so the untaken ones always stay a tail in that order). Their frames
+/// are all zero bytes, never read, and the host commits no memory for them. `head` and the
+/// links cover the explicit part only; the explicit part's last block has `lru_next == NIL`
+/// and stands for "followed by the top pristine block" while `pristine > 0`. `nr_free`
+/// counts pristine blocks as the eager list did. A block is written (materialised) when it
+/// is taken ([`Sim::rmqueue_smallest`]); [`Sim::materialize_free_lists`] writes all of them,
+/// giving the list exactly as it would be had every frame been written at boot.
 #[derive(Clone, Debug)]
 pub struct FreeArea {
     pub head: [u32; MAX_PAGE_ORDER + 1],
     pub nr_free: [u64; MAX_PAGE_ORDER + 1],
+    /// MAX_PAGE_ORDER blocks at the bottom of the node not yet written (see above).
+    pub pristine: u32,
+}
+
+impl FreeArea {
+    /// Whether the order-`o` list holds a block (explicit or pristine).
+    #[inline]
+    pub fn nonempty(&self, o: usize) -> bool {
+        self.head[o] != NIL || (o == MAX_PAGE_ORDER && self.pristine > 0)
+    }
 }
 
 impl Default for FreeArea {
     fn default() -> Self {
-        FreeArea { head: [NIL; MAX_PAGE_ORDER + 1], nr_free: [0; MAX_PAGE_ORDER + 1] }
+        FreeArea { head: [NIL; MAX_PAGE_ORDER + 1], nr_free: [0; MAX_PAGE_ORDER + 1], pristine: 0 }
     }
 }
 
@@ -328,8 +351,18 @@ impl Sim {
         let scale = cfg.int("vm.watermark_scale_factor") as u64;
         for node in 0..self.nodes.len() {
             let (start, nr) = (self.nodes[node].start_pfn, self.nodes[node].nr_pages);
-            // Largest aligned blocks first, as memblock_free_all() does.
-            let mut p = start;
+            // Largest aligned blocks first, as memblock_free_all() does. The whole
+            // MAX_PAGE_ORDER blocks stay pristine (not written: see FreeArea); the smaller
+            // blocks at the node's end are written and listed.
+            let full = nr >> MAX_PAGE_ORDER;
+            let fa = &mut self.nodes[node].free_area;
+            fa.pristine = full;
+            fa.nr_free[MAX_PAGE_ORDER] += full as u64;
+            self.nodes[node].nr_free += (full as u64) << MAX_PAGE_ORDER;
+            let mut p = start + (full << MAX_PAGE_ORDER);
+            for q in p..start + nr {
+                self.frames[q as usize] = Frame::free(0);
+            }
             while p < start + nr {
                 let mut order = MAX_PAGE_ORDER;
                 while order > 0 && ((p - start) % (1 << order) != 0 || p + (1 << order) > start + nr) {
@@ -429,10 +462,82 @@ impl Sim {
             pfn = pfn.min(buddy);
             order += 1;
         }
-        touched += (self.nodes[node].free_area.head[order] != NIL) as u32;
+        touched += self.nodes[node].free_area.nonempty(order) as u32;
         self.list_add(node, order, pfn);
         touched
     }
+
+    /// Take the top pristine block of `node` off the order-MAX_PAGE_ORDER list and write its
+    /// frames as `list_del()` leaves a block: every frame `Frame::free(0)` (no LUF tag: a
+    /// pristine frame was never allocated). Returns its first pfn and whether another block
+    /// follows it on the list.
+    fn take_pristine(&mut self, node: usize) -> (u32, bool) {
+        let n = &mut self.nodes[node];
+        debug_assert!(n.free_area.head[MAX_PAGE_ORDER] == NIL && n.free_area.pristine > 0);
+        n.free_area.pristine -= 1;
+        n.free_area.nr_free[MAX_PAGE_ORDER] -= 1;
+        n.nr_free -= 1 << MAX_PAGE_ORDER;
+        let more = n.free_area.pristine > 0;
+        let b = n.start_pfn + (n.free_area.pristine << MAX_PAGE_ORDER);
+        self.frames[b as usize..(b + (1 << MAX_PAGE_ORDER)) as usize].fill(Frame::free(0));
+        (b, more)
+    }
+
+    /// Write every pristine block of every node into the frame table and link it where the
+    /// eager list had it (after the explicit blocks, in descending address order). Nothing
+    /// the model computes changes: this is the representation boot used to build (a test
+    /// compares runs with and without it). `alloc_contig_pages()` and the structural checkers
+    /// call it before they read free frames.
+    pub fn materialize_free_lists(&mut self) {
+        for node in 0..self.nodes.len() {
+            let n = self.nodes[node].free_area.pristine;
+            if n == 0 {
+                continue;
+            }
+            let start = self.nodes[node].start_pfn;
+            let mut tail = self.max_order_explicit_tail(node);
+            self.frames[start as usize..(start + (n << MAX_PAGE_ORDER)) as usize].fill(Frame::free(0));
+            for k in (0..n).rev() {
+                let b = start + (k << MAX_PAGE_ORDER);
+                let f = &mut self.frames[b as usize];
+                f.flags |= pg::BUDDY;
+                f.set_buddy_order(MAX_PAGE_ORDER);
+                f.lru_prev = tail;
+                f.lru_next = if k > 0 { b - (1 << MAX_PAGE_ORDER) } else { NIL };
+                if tail == NIL {
+                    self.nodes[node].free_area.head[MAX_PAGE_ORDER] = b;
+                } else {
+                    self.frames[tail as usize].lru_next = b;
+                }
+                tail = b;
+            }
+            self.nodes[node].free_area.pristine = 0;
+        }
+    }
+
+    /// The last written block of `node`'s order-MAX_PAGE_ORDER list (NIL if none).
+    fn max_order_explicit_tail(&self, node: usize) -> u32 {
+        let (mut p, mut tail) = (self.nodes[node].free_area.head[MAX_PAGE_ORDER], NIL);
+        while p != NIL {
+            tail = p;
+            p = self.frames[p as usize].lru_next;
+        }
+        tail
+    }
+
+    /// Pages of `node` in pristine blocks, `[start_pfn, start_pfn + this)`: free, in the buddy,
+    /// and not written in the frame table.
+    #[inline]
+    pub fn pristine_pages(&self, node: usize) -> u32 {
+        self.nodes[node].free_area.pristine << MAX_PAGE_ORDER
+    }
+
+    /// Frames written so far (the frame table's pages the host has been asked to back):
+    /// every frame but the pristine ones.
+    pub fn frames_written(&self) -> u64 {
+        self.frames.len() as u64 - (0..self.nodes.len()).map(|n| self.pristine_pages(n) as u64).sum::<u64>()
+    }
+
 
     /// `__rmqueue_smallest()` + `expand()`: an order-`order` block from node `node`'s buddy.
     fn rmqueue_smallest(&mut self, node: usize, order: usize) -> Option<u32> {
@@ -445,18 +550,24 @@ impl Sim {
     fn rmqueue_smallest_touched(&mut self, node: usize, order: usize) -> Option<(u32, u32)> {
         for o in order..=MAX_PAGE_ORDER {
             let head = self.nodes[node].free_area.head[o];
-            if head == NIL {
+            let (head, mut touched) = if head != NIL {
+                // The explicit part's last block is followed by the pristine ones, if any.
+                let next = self.frames[head as usize].lru_next != NIL || (o == MAX_PAGE_ORDER && self.nodes[node].free_area.pristine > 0);
+                self.list_del(node, o, head);
+                (head, 1 + next as u32)
+            } else if o == MAX_PAGE_ORDER && self.nodes[node].free_area.pristine > 0 {
+                let (b, more) = self.take_pristine(node);
+                (b, 1 + more as u32)
+            } else {
                 continue;
-            }
-            let mut touched = 1 + (self.frames[head as usize].lru_next != NIL) as u32;
-            self.list_del(node, o, head);
+            };
             // expand(): give back the upper halves.
             let mut size = 1u32 << o;
             let mut cur = o;
             while cur > order {
                 cur -= 1;
                 size >>= 1;
-                touched += 1 + (self.nodes[node].free_area.head[cur] != NIL) as u32;
+                touched += 1 + self.nodes[node].free_area.nonempty(cur) as u32;
                 self.list_add(node, cur, head + size);
             }
             return Some((head, touched));
@@ -880,6 +991,8 @@ impl Sim {
     pub fn alloc_contig_pages(&mut self, nid: NodeId, nr: u32, align: u32) -> Option<Pfn> {
         let node = nid.0 as usize;
         self.drain_pcp(node);
+        // The scan below reads free frames: write the pristine blocks first.
+        self.materialize_free_lists();
         let (start, end) = (self.nodes[node].start_pfn, self.nodes[node].start_pfn + self.nodes[node].nr_pages);
         let mut base = start.div_ceil(align) * align;
         while base + nr <= end {
