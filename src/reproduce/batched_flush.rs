@@ -78,10 +78,14 @@ pub struct RunResult {
     pub reader_stddev_s: f64,
 }
 
+/// Each reader's file: 10 x MemTotal / nr_cpu (vm-scalability's case-lru-file-mmap-read).
+fn file_pages(m: &Machine, scale: u64) -> u64 {
+    10 * (m.mem_gib * 1024 * 256 / scale) / m.cpus
+}
+
 pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) -> Result<Config, crate::config::ConfigError> {
     let mem_per_node_mib = m.mem_gib * 1024 / m.nodes / scale;
-    let total_pages = m.mem_gib * 1024 * 256 / scale;
-    let file_pages = 10 * total_pages / m.cpus;
+    let file_pages = file_pages(m, scale);
     let origin = Origin { file: format!("<reproduce batched-flush {}>", m.name), line: 1 };
     let threads = (0..m.cpus)
         .map(|c| ThreadSpec {
@@ -106,10 +110,36 @@ pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) 
     Config::with_threads(&all, threads)
 }
 
-pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) -> RunResult {
+/// Pages the readers have read so far: each reader's place in its `touch` (the op after its
+/// `mmap`), a whole file for a reader past it or gone.
+fn pages_read(sim: &Sim, file_pages: u64) -> u64 {
+    sim.tasks
+        .iter()
+        .map(|t| match t.prog.as_deref().map(|p| &p.body) {
+            Some(crate::workload::Body::Ops { pc, cursor, .. }) => match pc {
+                0 => 0,
+                1 => *cursor,
+                _ => file_pages,
+            },
+            None if t.mm.is_some() || t.exit_ns.is_some() => file_pages,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// One run. `bar`, if given, shows the share of the readers' pages read.
+pub fn run_one(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64, bar: Option<&indicatif::ProgressBar>) -> RunResult {
     let cfg = config(m, after, seed, sets, scale).expect("checked by the caller");
     let mut sim = Sim::build(&cfg).expect("builds");
-    sim.run(|_| {});
+    let file_pages = file_pages(m, scale);
+    if let Some(b) = bar {
+        b.set_length((m.cpus * file_pages).max(1));
+    }
+    sim.run_observed(|s| {
+        if let Some(b) = bar {
+            b.set_position(pages_read(s, file_pages));
+        }
+    });
     let s = scale as f64;
     let user: u64 = sim.cpus.iter().map(|c| c.stats.user_ns).sum();
     let sys: u64 = sim.cpus.iter().map(|c| c.stats.sys_ns + c.stats.irq_ns).sum();
@@ -167,13 +197,15 @@ fn range(v: &[f64]) -> f64 {
 /// All runs of the experiment: `[machine][before/after][seed]`, in parallel ([`super::run_jobs`]).
 pub fn run_all(machines: &[Machine], seeds: u64, sets: &[String], scale: u64) -> Vec<[Vec<RunResult>; 2]> {
     let jobs: Vec<(usize, usize, u64)> = (0..machines.len()).flat_map(|m| (0..2).flat_map(move |a| (1..=seeds).map(move |s| (m, a, s)))).collect();
-    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
-    let mut results: Vec<Option<RunResult>> = super::run_jobs(&jobs, |&(m, a, s)| {
-        let r = run_one(&machines[m], a == 1, s, sets, scale);
-        bar.inc(1);
+    let labels: Vec<String> = jobs.iter().map(|&(m, a, s)| format!("{} {} s{s}", machines[m].name, if a == 1 { "4.3" } else { "4.2" })).collect();
+    let (_multi, bars) = super::run_bars(&labels, "pages read");
+    let idx: Vec<usize> = (0..jobs.len()).collect();
+    let mut results: Vec<Option<RunResult>> = super::run_jobs(&idx, |&i| {
+        let (m, a, s) = jobs[i];
+        let r = run_one(&machines[m], a == 1, s, sets, scale, Some(&bars[i]));
+        bars[i].finish_and_clear();
         Some(r)
     });
-    bar.finish_and_clear();
     let mut out: Vec<[Vec<RunResult>; 2]> = machines.iter().map(|_| [Vec::new(), Vec::new()]).collect();
     for (i, &(m, a, _)) in jobs.iter().enumerate() {
         out[m][a].push(results[i].take().expect("every job ran"));

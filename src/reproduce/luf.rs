@@ -420,26 +420,19 @@ fn seed_sets(sets: &[String], seed: Option<u64>) -> Vec<String> {
 /// Every kernel's runs, kernel by kernel: one run without jitter (`seeds` None), or seeds
 /// 1..=N with [`SEED_JITTER_US`]. All on rayon's pool, one progress bar per run (on a terminal).
 pub fn run_all_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Result<Vec<Vec<RunResult>>, ConfigError> {
-    use std::io::IsTerminal;
-    let multi = indicatif::MultiProgress::with_draw_target(if std::io::stderr().is_terminal() { indicatif::ProgressDrawTarget::stderr() } else { indicatif::ProgressDrawTarget::hidden() });
-    let style = indicatif::ProgressStyle::with_template("{prefix:>16} [{bar:30}] {percent:>3}% of weight pages, {elapsed} (ETA {eta})").expect("a valid template").progress_chars("=> ");
     let seed_list: Vec<Option<u64>> = match seeds {
         None => vec![None],
         Some(n) => (1..=n).map(Some).collect(),
     };
     let jobs: Vec<(Kernel, Option<u64>)> = Kernel::ALL.iter().flat_map(|&k| seed_list.iter().map(move |&s| (k, s))).collect();
-    let bars: Vec<indicatif::ProgressBar> = jobs
+    let labels: Vec<String> = jobs
         .iter()
-        .map(|(k, s)| {
-            let b = multi.add(indicatif::ProgressBar::new(1));
-            b.set_style(style.clone());
-            b.set_prefix(match s {
-                Some(s) => format!("{} seed {s}", k.label()),
-                None => k.label().to_string(),
-            });
-            b
+        .map(|(k, s)| match s {
+            Some(s) => format!("{} seed {s}", k.label()),
+            None => k.label().to_string(),
         })
         .collect();
+    let (_multi, bars) = super::run_bars(&labels, "weight pages");
     // The last kernel's runs (6.14 + v12) take the longest: started first, so that the run
     // left to finish last is a shorter one (`run_jobs` starts jobs in list order). The list is
     // run backwards, so its results are reversed back into job order.

@@ -41,6 +41,27 @@ pub fn run_jobs<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync + Send)
     slots.into_iter().map(|m| m.into_inner().expect("a job's slot").expect("every job ran")).collect()
 }
 
+/// One progress bar per run on stderr, drawn only when stderr is a terminal (issue 13, item
+/// 6): each shows its run's share of `what` done, the wall time and an ETA. Keep the
+/// `MultiProgress` alive while the runs go; call `finish_and_clear()` on a run's bar when it ends.
+pub fn run_bars(labels: &[String], what: &str) -> (indicatif::MultiProgress, Vec<indicatif::ProgressBar>) {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() { indicatif::ProgressDrawTarget::stderr() } else { indicatif::ProgressDrawTarget::hidden() };
+    let multi = indicatif::MultiProgress::with_draw_target(target);
+    let template = format!("{{prefix:>16}} [{{bar:30}}] {{percent:>3}}% of {what}, {{elapsed}} (ETA {{eta}})");
+    let style = indicatif::ProgressStyle::with_template(&template).expect("a valid template").progress_chars("=> ");
+    let bars = labels
+        .iter()
+        .map(|l| {
+            let b = multi.add(indicatif::ProgressBar::new(1));
+            b.set_style(style.clone());
+            b.set_prefix(l.clone());
+            b
+        })
+        .collect();
+    (multi, bars)
+}
+
 /// One metric's BEFORE and AFTER figures, published or simulated: the cells of a result row
 /// (`batched_flush::Row`, `numa_delayed_map::Row`).
 #[derive(Clone, Debug, serde::Serialize)]
