@@ -23,7 +23,9 @@ use crate::types::*;
 
 /// A folio in flight in `migrate_pages_batch()`: source, destination, the PTEs cleared from the
 /// source, and whether LUF deferred the source's flush.
-type Moving = (Pfn, Pfn, Vec<(MmId, u64, Pte)>, bool);
+/// A folio being moved: source, destination, its unmapped PTEs (a range of the batch's PTE
+/// list, so that unmapping allocates nothing per folio) and whether LUF deferred its flush.
+type Moving = (Pfn, Pfn, std::ops::Range<usize>, bool);
 
 /// NR_MAX_BATCHED_MIGRATION = HPAGE_PMD_NR.
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
@@ -136,6 +138,7 @@ impl Sim {
         let mut batch = TlbUnmapBatch::new(self.cpus.len());
         // Phase 1, migrate_folio_unmap(): allocate the destination, unmap.
         let mut moving: Vec<Moving> = Vec::new();
+        let mut unmapped: Vec<(MmId, u64, Pte)> = Vec::new();
         let mut failed = 0;
         for &src in folios {
             if self.frame(src).flags & pg::WRITEBACK != 0 || (self.latr.is_some() && self.latr_holds(src)) {
@@ -155,8 +158,9 @@ impl Sim {
                 match self.alloc_demote_folio(cpu, target.0) {
                     Some(dst) => {
                         let b = if batched { Some(&mut batch) } else { None };
-                        let (ptes, luf) = self.try_to_migrate(cpu, src, b);
-                        moving.push((src, dst, ptes, luf));
+                        let from = unmapped.len();
+                        let luf = self.try_to_migrate(cpu, src, b, &mut unmapped);
+                        moving.push((src, dst, from..unmapped.len(), luf));
                     }
                     None => {
                         failed_out.push(src);
@@ -179,8 +183,9 @@ impl Sim {
                 }
             };
             let b = if batched { Some(&mut batch) } else { None };
-            let (ptes, luf) = self.try_to_migrate(cpu, src, b);
-            moving.push((src, dst, ptes, luf));
+            let from = unmapped.len();
+            let luf = self.try_to_migrate(cpu, src, b, &mut unmapped);
+            moving.push((src, dst, from..unmapped.len(), luf));
         }
         if !moving.is_empty() {
             self.mark("migration batch");
@@ -190,7 +195,7 @@ impl Sim {
         // deferred to their next allocation instead (mm/luf.rs).
         let flushed = batch.luf_flushed_mask();
         // kernel.latr_migrate_unmap, a misuse switch (mm/latr.rs): the flush posted lazily.
-        let mms: Vec<MmId> = if self.latr.as_ref().is_some_and(|l| l.migrate_unmap) { moving.iter().flat_map(|m| m.2.iter().map(|p| p.0)).collect() } else { Vec::new() };
+        let mms: Vec<MmId> = if self.latr.as_ref().is_some_and(|l| l.migrate_unmap) { moving.iter().flat_map(|m| unmapped[m.2.clone()].iter().map(|p| p.0)).collect() } else { Vec::new() };
         if !self.latr_migrate_unmap_flush(cpu, &mut batch, &mms) {
             self.try_to_unmap_flush(cpu, &mut batch);
         }
@@ -214,6 +219,7 @@ impl Sim {
                 self.writeback_migrated(cpu, dst);
             }
             let n = ptes.len() as u32;
+            let ptes = &unmapped[ptes];
             // folio_migrate_flags(); with memory tiering, a move between tiers resets it (the
             // bits hold an access time on the lower tier, a cpupid on the top one).
             let cross_tier = self.p.numa_tiering && self.node_is_toptier(self.pfn_to_nid(src) as u32) != self.node_is_toptier(self.pfn_to_nid(dst) as u32);
@@ -222,7 +228,7 @@ impl Sim {
             // remove_migration_ptes() → rmap_walk(dst): the anon_vma's rwsem (or i_mmap_rwsem)
             // for read across the walk, each PTE under its table's lock (page_vma_mapped_walk()).
             let rmap_lock = if n > 0 { self.rmap_lock(cpu, dst) } else { None };
-            for (mm, vpn, old) in ptes {
+            for &(mm, vpn, old) in ptes {
                 // remove_migration_pte(): the old PTE's permissions and dirty bit, new frame. A
                 // NUMA-hinted PROT_NONE PTE comes back as mk_pte(vm_page_prot): accessible.
                 let ptl = self.lock_acquire(cpu, LockId::Ptl(mm.0, vpn >> 9), Mode::Exclusive);
@@ -252,11 +258,10 @@ impl Sim {
     }
 
     /// `try_to_migrate()` → `try_to_migrate_one()`: clear every PTE mapping the folio (deferring
-    /// the flush into `batch` when allowed) and return them, so that the move phase can map the
-    /// new frame where the old one was.
-    /// Also returns whether LUF deferred the folio's flush (all its PTEs were read-only).
-    fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>) -> (Vec<(MmId, u64, Pte)>, bool) {
-        let mut out = Vec::new();
+    /// the flush into `batch` when allowed) and append them to `out`, so that the move phase can
+    /// map the new frame where the old one was. Returns whether LUF deferred the folio's flush
+    /// (all its PTEs were read-only).
+    fn try_to_migrate(&mut self, cpu: CpuId, pfn: Pfn, mut batch: Option<&mut TlbUnmapBatch>, out: &mut Vec<(MmId, u64, Pte)>) -> bool {
         self.kfn_enter(cpu, crate::kernel::profile::KFn::TryToMigrate);
         if let Some(b) = batch.as_deref_mut() {
             self.luf_start_folio(pfn, b);
@@ -270,7 +275,6 @@ impl Sim {
             out.push((mm, vpn, old));
         });
         self.kfn_exit(cpu);
-        let luf = batch.is_some_and(|b| b.end_folio());
-        (out, luf)
+        batch.is_some_and(|b| b.end_folio())
     }
 }
