@@ -538,7 +538,6 @@ impl Sim {
         self.frames.len() as u64 - (0..self.nodes.len()).map(|n| self.pristine_pages(n) as u64).sum::<u64>()
     }
 
-
     /// `__rmqueue_smallest()` + `expand()`: an order-`order` block from node `node`'s buddy.
     fn rmqueue_smallest(&mut self, node: usize, order: usize) -> Option<u32> {
         self.rmqueue_smallest_touched(node, order).map(|(p, _)| p)
