@@ -58,7 +58,7 @@ fn reclaim(c: &mut Criterion) {
     let m = Machine { name: "bench", title: "bench", cpus: 2, nodes: 1, sockets: 1, mem_gib: 1 };
     let mut g = c.benchmark_group("reclaim");
     for (name, after) in [("lru_file_mmap_read_4_2", false), ("lru_file_mmap_read_4_3", true)] {
-        g.bench_function(name, |b| b.iter(|| run_one(&m, after, 1, &[], 16).elapsed_s));
+        g.bench_function(name, |b| b.iter(|| run_one(&m, after, 1, &[], 16, None).elapsed_s));
     }
     g.finish();
 }
