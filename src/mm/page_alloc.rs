@@ -469,18 +469,16 @@ impl Sim {
 
     /// Take the top pristine block of `node` off the order-MAX_PAGE_ORDER list and write its
     /// frames as `list_del()` leaves a block: every frame `Frame::free(0)` (no LUF tag: a
-    /// pristine frame was never allocated). Returns its first pfn and whether another block
-    /// follows it on the list.
-    fn take_pristine(&mut self, node: usize) -> (u32, bool) {
+    /// pristine frame was never allocated). Returns its first pfn.
+    fn take_pristine(&mut self, node: usize) -> u32 {
         let n = &mut self.nodes[node];
         debug_assert!(n.free_area.head[MAX_PAGE_ORDER] == NIL && n.free_area.pristine > 0);
         n.free_area.pristine -= 1;
         n.free_area.nr_free[MAX_PAGE_ORDER] -= 1;
         n.nr_free -= 1 << MAX_PAGE_ORDER;
-        let more = n.free_area.pristine > 0;
         let b = n.start_pfn + (n.free_area.pristine << MAX_PAGE_ORDER);
         self.frames[b as usize..(b + (1 << MAX_PAGE_ORDER)) as usize].fill(Frame::free(0));
-        (b, more)
+        b
     }
 
     /// Write every pristine block of every node into the frame table and link it where the
@@ -549,17 +547,16 @@ impl Sim {
     fn rmqueue_smallest_touched(&mut self, node: usize, order: usize) -> Option<(u32, u32)> {
         for o in order..=MAX_PAGE_ORDER {
             let head = self.nodes[node].free_area.head[o];
-            let (head, mut touched) = if head != NIL {
-                // The explicit part's last block is followed by the pristine ones, if any.
-                let next = self.frames[head as usize].lru_next != NIL || (o == MAX_PAGE_ORDER && self.nodes[node].free_area.pristine > 0);
+            let head = if head != NIL {
                 self.list_del(node, o, head);
-                (head, 1 + next as u32)
+                head
             } else if o == MAX_PAGE_ORDER && self.nodes[node].free_area.pristine > 0 {
-                let (b, more) = self.take_pristine(node);
-                (b, 1 + more as u32)
+                self.take_pristine(node)
             } else {
                 continue;
             };
+            // The entry after it, if any (explicit or pristine): what the list still holds.
+            let mut touched = 1 + self.nodes[node].free_area.nonempty(o) as u32;
             // expand(): give back the upper halves.
             let mut size = 1u32 << o;
             let mut cur = o;

@@ -111,7 +111,7 @@ pub fn config(m: &Machine, after: bool, seed: u64, sets: &[String], scale: u64) 
 }
 
 /// Pages the readers have read so far: each reader's place in its `touch` (the op after its
-/// `mmap`), a whole file for a reader past it or gone.
+/// `mmap`), a whole file for a reader past it (an exited task keeps its program, past the end).
 fn pages_read(sim: &Sim, file_pages: u64) -> u64 {
     sim.tasks
         .iter()
@@ -121,7 +121,6 @@ fn pages_read(sim: &Sim, file_pages: u64) -> u64 {
                 1 => *cursor,
                 _ => file_pages,
             },
-            None if t.mm.is_some() || t.exit_ns.is_some() => file_pages,
             _ => 0,
         })
         .sum()
