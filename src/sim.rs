@@ -846,6 +846,9 @@ pub struct Sim {
     pub lru_add_batch: Vec<Vec<Pfn>>,
     /// A walk's PTEs, reused by [`Sim::for_each_rmap`] so that a walk allocates nothing.
     pub rmap_scratch: Vec<(MmId, u64)>,
+    /// Host speed only: the frame up to which the host's caches have been warmed along the LRU
+    /// list that reclaim isolated from last ([`Sim::lru_runahead`]); never read by the model.
+    pub lru_ahead: u32,
     /// `workload.kind = "llm"`: each process's ggml barrier (src/workload/llm.rs).
     pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
@@ -1028,6 +1031,7 @@ impl Sim {
             pcpu_drain: (0, 0),
             lru_add_batch: vec![Vec::new(); ncpus],
             rmap_scratch: Vec::new(),
+            lru_ahead: crate::mm::page_alloc::NIL,
             llm_barriers: Vec::new(),
             live_tasks: 0,
             hugetlb: Default::default(),

@@ -530,6 +530,7 @@ impl Sim {
         // Folios kswapd's pageout() started writing: one request on the device at the end.
         let mut pageout = Vec::new();
         for pfn in folios {
+            self.lru_runahead();
             let f = *self.frame(pfn);
             // pgscan/pgsteal are counted by shrink_inactive_list() around its shrink_folio_list();
             // MADV_PAGEOUT's reclaim_pages() (kswapd == None) counts neither (checked on 6.18).
@@ -768,7 +769,32 @@ impl Sim {
         }
         self.lru_lock_work(cpu, node, out.len());
         self.nodes[node].lru.nr_isolated[is_file(lru)] += out.len() as u64;
+        self.lru_ahead = self.nodes[node].lru.lists[lru as usize].tail;
+        self.lru_runahead_prefetch(self.lru_ahead);
         out
+    }
+
+    /// Host speed only, no effect on the model. Walking an LRU list from its tail is a chain of
+    /// dependent host cache misses (each frame gives the next one's pfn), which was 6-10% of
+    /// a reclaim-bound run's host time in `lru_del` (docs/performance.md, item 35). So while
+    /// reclaim works on the folios it isolated, each folio it takes up moves a cursor one frame
+    /// further along the list it isolated from and starts the host's miss on the next frame:
+    /// the next isolation then finds its frames in the host's caches. The cursor may wander off
+    /// the list when a frame it holds is taken meanwhile; it is only ever a prefetch address.
+    #[inline]
+    pub(crate) fn lru_runahead(&mut self) {
+        let Some(f) = self.frames.get(self.lru_ahead as usize) else { return };
+        self.lru_ahead = f.lru_prev;
+        self.lru_runahead_prefetch(self.lru_ahead);
+    }
+
+    #[inline]
+    fn lru_runahead_prefetch(&self, pfn: u32) {
+        if let Some(f) = self.frames.get(pfn as usize) {
+            // A 28-byte frame may straddle two host cache lines.
+            crate::hw::prefetch(f);
+            crate::hw::prefetch(&f.lru_prev);
+        }
     }
 
     /// `move_folios_to_lru()` / the LRU lock around a batch of `n` folios of `node`.
@@ -797,6 +823,7 @@ impl Sim {
         let taken = folios.len();
         self.vmstat.add(VmEvent::PGREFILL, folios.len() as u64);
         for pfn in folios {
+            self.lru_runahead();
             // "Identify referenced, file-backed active pages and give them one more trip
             // around the active list ... Anon pages are not likely to be evicted by use-once
             // streaming IO, plus JVM can create lots of anon VM_EXEC pages, so we ignore them
