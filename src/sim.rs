@@ -849,6 +849,8 @@ pub struct Sim {
     /// Host speed only: the frame up to which the host's caches have been warmed along the LRU
     /// list that reclaim isolated from last ([`Sim::lru_runahead`]); never read by the model.
     pub lru_ahead: u32,
+    /// Host speed only: the same along the order-0 free list the last pcp refill took from.
+    pub buddy_ahead: u32,
     /// `workload.kind = "llm"`: each process's ggml barrier (src/workload/llm.rs).
     pub llm_barriers: Vec<crate::workload::llm::Barrier>,
     /// Per-CPU page lists: `pcp[cpu][node]`.
@@ -1032,6 +1034,7 @@ impl Sim {
             lru_add_batch: vec![Vec::new(); ncpus],
             rmap_scratch: Vec::new(),
             lru_ahead: crate::mm::page_alloc::NIL,
+            buddy_ahead: crate::mm::page_alloc::NIL,
             llm_barriers: Vec::new(),
             live_tasks: 0,
             hugetlb: Default::default(),
@@ -1111,6 +1114,39 @@ impl Sim {
         let c = &mut self.cpus[cpu.0 as usize];
         c.clock += ns;
         c.stats.user_ns += ns;
+    }
+
+    /// Start the host's cache miss on frame `pfn` (if it exists): a hint, no effect on
+    /// results. A 28-byte frame may straddle two host cache lines.
+    #[inline]
+    pub(crate) fn prefetch_frame(&self, pfn: u32) {
+        if let Some(f) = self.frames.get(pfn as usize) {
+            crate::hw::prefetch(f);
+            crate::hw::prefetch(&f.lru_prev);
+        }
+    }
+
+    /// Host speed only: set a run-ahead cursor ([`Sim::lru_ahead`] or [`Sim::buddy_ahead`]) to
+    /// `pfn` and start the host's miss on its frame.
+    #[inline]
+    pub(crate) fn runahead_start(&mut self, buddy: bool, pfn: u32) {
+        *(if buddy { &mut self.buddy_ahead } else { &mut self.lru_ahead }) = pfn;
+        self.prefetch_frame(pfn);
+    }
+
+    /// Host speed only: move a run-ahead cursor one frame along its list (towards the head for
+    /// an LRU list, which is walked from its tail; towards the tail for a free list, walked
+    /// from its head) and start the host's miss on that frame. The frame it reads was
+    /// prefetched by the previous move. One cursor per kind, not per node or list: per-node
+    /// cursors were measured and were no faster (docs/performance.md, item 36). A cursor may
+    /// wander off its list when the frame it holds is taken meanwhile: it is only ever a
+    /// prefetch address, never read by the model.
+    #[inline]
+    pub(crate) fn runahead_step(&mut self, buddy: bool) {
+        let at = if buddy { self.buddy_ahead } else { self.lru_ahead };
+        let Some(f) = self.frames.get(at as usize) else { return };
+        let next = if buddy { f.lru_next } else { f.lru_prev };
+        self.runahead_start(buddy, next);
     }
 
     pub fn now(&self, cpu: CpuId) -> Ns {

@@ -178,12 +178,9 @@ impl Sim {
             if pte.mapped() {
                 // The fault will read the folio's frame (do_numa_page, do_wp_page) and a hint
                 // fault its last_cpupid: start the host's cache misses on them now, under the
-                // VMA lookup and the PTE lock. A 28-byte frame may straddle two lines.
-                if let Some(f) = self.frames.get(pte.pfn().0 as usize) {
-                    crate::hw::prefetch(f);
-                    crate::hw::prefetch(&f.lru_prev);
-                    self.last_cpupid.prefetch(pte.pfn());
-                }
+                // VMA lookup and the PTE lock.
+                self.prefetch_frame(pte.pfn().0);
+                self.last_cpupid.prefetch(pte.pfn());
             }
             let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
             self.charge_user(cpu, walk);

@@ -655,8 +655,19 @@ impl Sim {
             }
             // The pages left the buddy: NR_FREE_PAGES fell by `got` (rmqueue_bulk()), and the
             // pcp list's pages do not count as free until they go back.
+            self.runahead_start(true, self.nodes[node].free_area.head[0]);
+        } else {
+            // Host speed only (as `Sim::lru_runahead`): the next refill takes order-0 blocks
+            // from the head of this list one by one, a chain of dependent host cache misses;
+            // each allocation between refills warms one more frame of it.
+            self.runahead_step(true);
         }
-        self.pcp[ci][node].list.pop().map(|p| p.0)
+        let p = self.pcp[ci][node].list.pop().map(|p| p.0);
+        // Host speed only: the frame the next allocation from this list gets.
+        if let Some(&next) = self.pcp[ci][node].list.last() {
+            self.prefetch_frame(next.0);
+        }
+        p
     }
 
     /// `zone_watermark_ok()` for an order-0 allocation against `mark`.

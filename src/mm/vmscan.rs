@@ -769,8 +769,7 @@ impl Sim {
         }
         self.lru_lock_work(cpu, node, out.len());
         self.nodes[node].lru.nr_isolated[is_file(lru)] += out.len() as u64;
-        self.lru_ahead = self.nodes[node].lru.lists[lru as usize].tail;
-        self.lru_runahead_prefetch(self.lru_ahead);
+        self.runahead_start(false, self.nodes[node].lru.lists[lru as usize].tail);
         out
     }
 
@@ -778,23 +777,11 @@ impl Sim {
     /// dependent host cache misses (each frame gives the next one's pfn), which was 6-10% of
     /// a reclaim-bound run's host time in `lru_del` (docs/performance.md, item 35). So while
     /// reclaim works on the folios it isolated, each folio it takes up moves a cursor one frame
-    /// further along the list it isolated from and starts the host's miss on the next frame:
-    /// the next isolation then finds its frames in the host's caches. The cursor may wander off
-    /// the list when a frame it holds is taken meanwhile; it is only ever a prefetch address.
+    /// further along the list it isolated from ([`Sim::runahead_step`]): the next
+    /// isolation finds its frames in the host's caches.
     #[inline]
     pub(crate) fn lru_runahead(&mut self) {
-        let Some(f) = self.frames.get(self.lru_ahead as usize) else { return };
-        self.lru_ahead = f.lru_prev;
-        self.lru_runahead_prefetch(self.lru_ahead);
-    }
-
-    #[inline]
-    fn lru_runahead_prefetch(&self, pfn: u32) {
-        if let Some(f) = self.frames.get(pfn as usize) {
-            // A 28-byte frame may straddle two host cache lines.
-            crate::hw::prefetch(f);
-            crate::hw::prefetch(&f.lru_prev);
-        }
+        self.runahead_step(false);
     }
 
     /// `move_folios_to_lru()` / the LRU lock around a batch of `n` folios of `node`.
