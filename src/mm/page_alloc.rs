@@ -883,6 +883,10 @@ impl Sim {
         touched
     }
 
+    /// Host speed only: the first line of `pfn`'s frame and the line of its order-0 buddy's
+    /// `lru_prev` (nodes are whole MiB, so every node starts at an even pfn and that buddy is
+    /// `pfn ^ 1`). Two prefetches, not `Sim::prefetch_frame` twice: its four were measured
+    /// 5% slower on `reproduce batched-flush --scale 16` (two runs).
     #[inline]
     fn prefetch_frame_and_buddy(&self, pfn: u32) {
         if let Some(f) = self.frames.get(pfn as usize) {
