@@ -69,7 +69,7 @@ enum Cmd {
         /// Second thread: none, spin or sleep (with --op; default: all three).
         #[arg(long)]
         remote: Option<String>,
-        /// Host repetitions per case; the one with the fewest interrupts counts (noise only adds).
+        /// Host repetitions per case, taken in rounds over all the cases; the one with the fewest interrupts counts, and the lowest time (noise only adds).
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
         repeats: u32,
         /// Only run the simulator side.

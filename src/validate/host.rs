@@ -180,9 +180,9 @@ pub struct HostResult {
     pub noisy: bool,
 }
 
-/// One line of hostbench output.
+/// One line of hostbench output: one repeat of a case.
 #[derive(Clone, Debug, PartialEq)]
-struct RawRun {
+pub(crate) struct RawRun {
     per_cpu: Vec<u64>,
     elapsed_ns: u64,
     iters: u64,
@@ -411,16 +411,20 @@ impl HostBench {
     /// (see `assess`), measure again, up to `MAX_REPEAT_FACTOR * repeats` runs in all; if still
     /// undecided, the result is marked `noisy` (the host was too disturbed to tell).
     pub fn measure(&self, case: &Case, repeats: u32, sim: Option<f64>) -> Result<HostResult, HostError> {
-        if case.pages == 0 || case.iters == 0 {
-            return Err(HostError::Run(format!(
-                "case {} needs pages >= 1 and iters >= 1 (got pages={}, iters={})",
-                case.op, case.pages, case.iters
-            )));
+        let mut runs = Vec::new();
+        for _ in 0..repeats.max(1) {
+            runs.push(self.run_once(case)?);
         }
+        self.settle(case, runs, repeats, sim)
+    }
+
+    /// The end of [`HostBench::measure`] for repeats already taken (`runs`, at least one; `mmsim
+    /// validate` takes them in rounds over the whole matrix): measure again while undecided, up
+    /// to `MAX_REPEAT_FACTOR * repeats` runs in all, and report.
+    pub(crate) fn settle(&self, case: &Case, mut runs: Vec<RawRun>, repeats: u32, sim: Option<f64>) -> Result<HostResult, HostError> {
         let repeats = repeats.max(1);
         let need = repeats.min(2) as usize;
-        let mut runs = Vec::new();
-        for _ in 0..repeats {
+        if runs.is_empty() {
             runs.push(self.run_once(case)?);
         }
         let mut noisy = false;
@@ -438,7 +442,14 @@ impl HostBench {
         Ok(summarise(&runs, noisy))
     }
 
-    fn run_once(&self, case: &Case) -> Result<RawRun, HostError> {
+    /// One repeat of `case`: one run of hostbench.
+    pub(crate) fn run_once(&self, case: &Case) -> Result<RawRun, HostError> {
+        if case.pages == 0 || case.iters == 0 {
+            return Err(HostError::Run(format!(
+                "case {} needs pages >= 1 and iters >= 1 (got pages={}, iters={})",
+                case.op, case.pages, case.iters
+            )));
+        }
         let out = Command::new(&self.bin)
             .arg(case.op.name())
             .arg(case.pages.to_string())
