@@ -92,7 +92,7 @@ enum Cmd {
         dir: Option<PathBuf>,
     },
     /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
-    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk), each the minimum (block I/O: the median) of 9 repeats, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
+    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk), each the minimum (block I/O: the median) of 9 repeats, then the minimum over --rounds runs, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
     Calibrate {
         /// Write the profile here (atomically); without it, print it.
         #[arg(long, value_name = "FILE")]
@@ -100,6 +100,9 @@ enum Cmd {
         /// Directory on a disk file system for the block-I/O and msync tests, and for the page-cache loop's scratch file system (default /var/tmp).
         #[arg(long, value_name = "DIR")]
         filedir: Option<PathBuf>,
+        /// Runs of the whole set of microbenchmarks, one after another; each time is the lowest over them, so that one slow spell of the host does not set a knob.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
     },
     /// Measure simulator speed against a speed-of-light loop.
     #[command(after_help = "Examples:\n  mmsim bench\n  mmsim bench --accesses 2000000 --json bench.json")]
@@ -238,7 +241,7 @@ fn main() -> ExitCode {
         Cmd::Run { scenario, set, json, only, cost_profile, viz } => cmd_run(scenario, set, json, only, cost_profile, viz),
         Cmd::Validate { race: Some(race), rounds, dir, sim_only, json, .. } => mmsim::validate::race::cli(&race, rounds, dir, sim_only, json),
         Cmd::Validate { op, pages, iters, remote, repeats, sim_only, json, cost_profile, .. } => mmsim::validate::cli_with_profile(op, pages, iters, remote, repeats, sim_only, json, cost_profile),
-        Cmd::Calibrate { out, filedir } => mmsim::validate::calibrate::cli(out, filedir),
+        Cmd::Calibrate { out, filedir, rounds } => mmsim::validate::calibrate::cli(out, filedir, rounds),
         Cmd::Bench { json, scaling: true, .. } => mmsim::bench::scaling_cli(json),
         Cmd::Bench { accesses, json, .. } => mmsim::bench::cli(accesses, json),
         Cmd::Reproduce { name, json, set, seeds, cost_profile, scale, report, only } => {

@@ -108,3 +108,24 @@ fn race_sim_only_gives_the_models_verdicts() {
     assert_eq!(v["host"].as_array().map(|a| a.len()), Some(0));
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `mmsim calibrate --rounds 2` on a host that can be measured: the profile it writes applies to
+/// validate's model and says how its figures were combined (skipped, with a message, where the
+/// host cannot be measured, as `validate_agrees_with_the_host_kernel` is).
+#[test]
+fn calibrate_in_rounds_writes_a_profile_that_applies() {
+    if let Err(e) = mmsim::validate::host::probe() {
+        eprintln!("skipped: this host cannot be measured: {e}");
+        return;
+    }
+    let o = mmsim().args(["calibrate", "--rounds", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
+    let d = tmpdir("calibrate");
+    let prof = d.join("host.toml");
+    let o = mmsim().args(["calibrate", "--rounds", "2", "--out"]).arg(&prof).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&prof).unwrap();
+    assert!(text.contains("then the lowest over the rounds") && text.contains("fault_ns = "), "{text}");
+    let o = mmsim().args(["validate", "--sim-only", "--op", "mmap-anon", "--pages", "16", "--remote", "none", "--cost-profile"]).arg(&prof).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -5,7 +5,9 @@
 //! Each knob is derived from one measurement by a written rule (the comment written beside it in
 //! the profile says which); every CPU measurement is the minimum over 9 repeats, because noise
 //! from other tasks, interrupts and steal time only adds time; device times (block I/O) are the
-//! median, because a device's latency has a spread of its own that a run meets. Most CPU knobs
+//! median, because a device's latency has a spread of its own that a run meets. The whole set
+//! runs `--rounds` times, one after another, and each figure is the lowest over the rounds
+//! ([`combine_rounds`]): this VM has slow spells of seconds (docs/host-findings.md §8.8). Most CPU knobs
 //! are fitted by the model's own run of the same loops (`super::fit`). Knobs the host cannot
 //! give (no disk, IPIs lost to a busy host) are left out of the profile with a comment saying
 //! why, so the defaults (with their cited sources) stay in force.
@@ -28,6 +30,43 @@ pub struct Derived {
 /// Parse calibrate.c's `name=value` lines.
 pub fn parse(out: &str) -> BTreeMap<String, String> {
     out.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect()
+}
+
+/// Keys of calibrate.c's output that count things rather than time them: taken from the round
+/// whose measurement they belong to, never combined on their own.
+const COUNTS: [&str; 4] = ["tlb_ipis", "ipi_iters", "pc_faults_per_page", "pc_read_ahead_kb"];
+
+/// The measurements of several runs ("rounds") of calibrate.c, taken one after another, as one:
+/// each time the lowest over the rounds (a CPU time is the lowest of a round's repeats, a device
+/// time the median of a round's passes: the rounds keep the fastest spell of the host, as
+/// `mmsim validate` keeps its fastest repeat), the IPI counts from the round whose
+/// `mprotect_spin` is kept, and anything else (other counts, `block=skipped:...`) from the
+/// first round. The keys are the first round's; one missing from another round is combined over
+/// the rounds that have it.
+pub fn combine_rounds(rounds: &[BTreeMap<String, String>]) -> BTreeMap<String, String> {
+    let Some(first) = rounds.first() else { return BTreeMap::new() };
+    let num = |m: &BTreeMap<String, String>, k: &str| m.get(k).and_then(|v| v.parse::<f64>().ok());
+    let mut out = first.clone();
+    for (k, v) in out.iter_mut() {
+        if COUNTS.contains(&k.as_str()) {
+            continue;
+        }
+        let xs: Vec<f64> = rounds.iter().filter_map(|m| num(m, k)).collect();
+        if xs.len() < 2 {
+            continue;
+        }
+        let x = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        *v = format!("{x:.2}");
+    }
+    // The IPIs per iteration belong to the mprotect_spin measurement they were counted in.
+    if let Some(best) = rounds.iter().filter(|m| num(m, "mprotect_spin").is_some()).min_by(|a, b| num(a, "mprotect_spin").unwrap().total_cmp(&num(b, "mprotect_spin").unwrap())) {
+        for k in ["tlb_ipis", "ipi_iters"] {
+            if let Some(v) = best.get(k) {
+                out.insert(k.to_string(), v.clone());
+            }
+        }
+    }
+    out
 }
 
 /// The knobs that the measurements `m` give, and notes on those they do not.
@@ -209,7 +248,7 @@ pub fn derive_page_cache(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<
 }
 
 pub fn profile_text(kernel: &str, date: &str, d: &[Derived], notes: &[String]) -> String {
-    let mut s = format!("# Cost profile written by `mmsim calibrate` on {date}, Linux {kernel} (uname -r).\n# Each value is the minimum over 9 repeats of a microbenchmark (block I/O: the median; src/validate/calibrate.c).\n# Apply with --cost-profile FILE (run, validate).\n");
+    let mut s = format!("# Cost profile written by `mmsim calibrate` on {date}, Linux {kernel} (uname -r).\n# Each value is the minimum over 9 repeats of a microbenchmark (block I/O: the median of 9 passes; src/validate/calibrate.c), then the lowest over the rounds.\n# Apply with --cost-profile FILE (run, validate).\n");
     for n in notes {
         s.push_str(&format!("# note: {n}\n"));
     }
@@ -225,7 +264,7 @@ fn fmt_float(x: f64) -> String {
     if s.contains('.') || s.contains('e') { s } else { format!("{s}.0") }
 }
 
-pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
+pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>, rounds: u32) -> ExitCode {
     let info = match host::probe() {
         Ok(i) => i,
         Err(e) => {
@@ -246,29 +285,38 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>) -> ExitCode {
     // (`ext4_should_enable_large_folio()`), and the model, like the seeds' kernels, has 4 KiB
     // page-cache folios.
     let small = host::ScratchExt4::make(&base, "calibrate", "loop,data=journal");
-    let mut cmd = Command::new(bench.binary());
-    cmd.arg(&base);
-    if let Ok(fs) = &small {
-        cmd.arg(&fs.mnt);
+    // The rounds run one after another, each a whole run of calibrate.c: this VM has slow spells
+    // of seconds to tens of seconds (docs/host-findings.md §8.8), and a minimum over repeats
+    // taken within one second cannot get past one.
+    let bar = indicatif::ProgressBar::new(rounds as u64);
+    let mut outs = Vec::new();
+    for _ in 0..rounds.max(1) {
+        let mut cmd = Command::new(bench.binary());
+        cmd.arg(&base);
+        if let Ok(fs) = &small {
+            cmd.arg(&fs.mnt);
+        }
+        let o = match cmd.output() {
+            Ok(o) if o.status.success() => o,
+            Ok(o) => {
+                eprintln!("mmsim calibrate: the microbenchmarks failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim_end());
+                return ExitCode::from(5);
+            }
+            Err(e) => {
+                eprintln!("mmsim calibrate: cannot run the microbenchmarks: {e}");
+                return ExitCode::from(5);
+            }
+        };
+        outs.push(parse(&String::from_utf8_lossy(&o.stdout)));
+        bar.inc(1);
     }
-    let o = cmd.output();
+    bar.finish_and_clear();
     let small_note = match &small {
         Ok(_) => "the page-cache loop ran on a loop-mounted ext4 with data=journal (4 KiB page-cache folios, as the model's); the other file tests on the file directory".to_string(),
         Err(e) => format!("the page-cache loop ran in {} ({e}); Linux 6.x gives ext4 and xfs files large folios, which the model does not have, so its per-page figures may be too low", base.display()),
     };
     drop(small);
-    let o = match o {
-        Ok(o) if o.status.success() => o,
-        Ok(o) => {
-            eprintln!("mmsim calibrate: the microbenchmarks failed ({}): {}", o.status, String::from_utf8_lossy(&o.stderr).trim_end());
-            return ExitCode::from(5);
-        }
-        Err(e) => {
-            eprintln!("mmsim calibrate: cannot run the microbenchmarks: {e}");
-            return ExitCode::from(5);
-        }
-    };
-    let m = parse(&String::from_utf8_lossy(&o.stdout));
+    let m = combine_rounds(&outs);
     let (mut d, mut notes) = match derive(&m) {
         Ok((d, mut n)) => {
             if m.contains_key("pc_touch") {
@@ -445,5 +493,27 @@ mod tests {
         assert!(fd.iter().all(|x| !x.key.starts_with("ipi_")) && fd.len() == 7);
         assert!(notes.iter().any(|n| n.starts_with("IPI costs not derived")));
         assert!(derive(&parse("syscall=1\n")).is_err());
+    }
+
+    #[test]
+    fn rounds_combine_to_the_lowest_times_and_one_rounds_counts() {
+        let r = |t: &str| parse(t);
+        let rounds = [
+            r("syscall=200\nmprotect_spin=9000\ntlb_ipis=18000\nipi_iters=9000\nblock_read_4k=50000\npc_read_ahead_kb=8192\nblock=skipped:x\n"),
+            r("syscall=150\nmprotect_spin=12000\ntlb_ipis=16000\nipi_iters=9000\nblock_read_4k=40000\npc_read_ahead_kb=128\n"),
+            r("syscall=180\nmprotect_spin=8000\ntlb_ipis=17500\nipi_iters=9000\nblock_read_4k=70000\npc_read_ahead_kb=128\n"),
+        ];
+        let m = combine_rounds(&rounds);
+        let f = |k: &str| super::super::fit::host_figure(&m, k).unwrap();
+        assert_eq!(f("syscall"), 150.0);
+        assert_eq!(f("mprotect_spin"), 8000.0);
+        // The counts of the round whose mprotect_spin was kept (the third), not the lowest ones.
+        assert_eq!((f("tlb_ipis"), f("ipi_iters")), (17500.0, 9000.0));
+        assert_eq!(f("block_read_4k"), 40000.0);
+        assert_eq!(f("pc_read_ahead_kb"), 8192.0);
+        assert_eq!(m.get("block").map(String::as_str), Some("skipped:x"));
+        // One round is that round.
+        assert_eq!(combine_rounds(&rounds[..1]), rounds[0]);
+        assert!(combine_rounds(&[]).is_empty());
     }
 }
