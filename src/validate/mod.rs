@@ -277,6 +277,9 @@ pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u3
             println!("{n_noisy} case(s): host too noisy to tell (CPU 1 lost or inconsistent repeats after re-measuring); not counted as disagreements");
         }
         println!("{n_time}/{} cases: time per op within 25% of the host's (informative; not in the exit code)", results.len());
+        if n_time < results.len() {
+            println!("  by op: {}", time_by_op(&results));
+        }
     }
     if let Some(path) = json {
         let out = Out {
@@ -294,9 +297,47 @@ pub fn cli_with_profile(op: Option<String>, pages: Option<u32>, iters: Option<u3
     if all_agree { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DISAGREE) }
 }
 
+/// Per op, in the matrix's order: how many of its measured cases agree in time, e.g.
+/// "mmap-anon 24/24, madv-dontneed 22/24 (host slower in 2)", with which side was slower in
+/// the others.
+fn time_by_op(results: &[CaseResult]) -> String {
+    let mut ops: Vec<&str> = Vec::new();
+    for r in results {
+        if !ops.contains(&r.op.as_str()) {
+            ops.push(&r.op);
+        }
+    }
+    ops.iter()
+        .filter_map(|&op| {
+            let cases: Vec<&CaseResult> = results.iter().filter(|r| r.op == op && r.time_agree.is_some()).collect();
+            if cases.is_empty() {
+                return None;
+            }
+            let ok = cases.iter().filter(|r| r.time_agree == Some(true)).count();
+            let slower = |host: bool| cases.iter().filter(|r| r.time_agree == Some(false) && r.host_ns_per_op.is_some_and(|h| (h > r.sim_ns_per_op) == host)).count();
+            let (h, m) = (slower(true), slower(false));
+            let why = match (h, m) {
+                (0, 0) => String::new(),
+                (h, 0) => format!(" (host slower in {h})"),
+                (0, m) => format!(" (model slower in {m})"),
+                (h, m) => format!(" (host slower in {h}, model in {m})"),
+            };
+            Some(format!("{op} {ok}/{}{why}", cases.len()))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_by_op_counts_each_op_and_says_which_side_was_slower() {
+        let case = |op: &str, host: f64, sim: f64| CaseResult { op: op.into(), pages: 1, iters: 1, remote: "none".into(), host_per_op: Some(0.0), sim_per_op: 0.0, agree: Some(true), host_ns_per_op: Some(host), sim_ns_per_op: sim, time_agree: Some(time_agrees(host, sim)), host_noisy: false };
+        let r = [case("mmap-anon", 100.0, 100.0), case("msync", 100.0, 200.0), case("mmap-anon", 200.0, 100.0), case("msync", 100.0, 110.0)];
+        assert_eq!(time_by_op(&r), "mmap-anon 1/2 (host slower in 1), msync 1/2 (model slower in 1)");
+    }
 
     #[test]
     fn agreement_rule() {
