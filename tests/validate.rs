@@ -128,4 +128,5 @@ fn calibrate_in_rounds_writes_a_profile_that_applies() {
     assert!(text.contains("then the lowest over the rounds") && text.contains("fault_ns = "), "{text}");
     let o = mmsim().args(["validate", "--sim-only", "--op", "mmap-anon", "--pages", "16", "--remote", "none", "--cost-profile"]).arg(&prof).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::remove_dir_all(&d).unwrap();
 }

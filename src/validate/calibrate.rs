@@ -59,7 +59,7 @@ pub fn combine_rounds(rounds: &[BTreeMap<String, String>]) -> BTreeMap<String, S
         *v = format!("{x:.2}");
     }
     // The IPIs per iteration belong to the mprotect_spin measurement they were counted in.
-    if let Some(best) = rounds.iter().filter(|m| num(m, "mprotect_spin").is_some()).min_by(|a, b| num(a, "mprotect_spin").unwrap().total_cmp(&num(b, "mprotect_spin").unwrap())) {
+    if let Some((_, best)) = rounds.iter().filter_map(|m| Some((num(m, "mprotect_spin")?, m))).min_by(|a, b| a.0.total_cmp(&b.0)) {
         for k in ["tlb_ipis", "ipi_iters"] {
             if let Some(v) = best.get(k) {
                 out.insert(k.to_string(), v.clone());
