@@ -95,6 +95,44 @@ pub struct SetAssoc {
     /// Per set: the [`FlushEpochs`] epoch at which its ways were last brought up to date.
     /// Only [`CpuTlb`] flushes lazily; a `SetAssoc` used alone never has pending flushes.
     checked: Vec<u32>,
+    /// A tag that is in no way of the array, or INVALID: the last probe that missed. Only
+    /// `insert` adds a tag to the array, and it clears this when it adds this one, so the
+    /// fill that follows a miss (a page walk's) skips its search for the same tag.
+    absent: u64,
+}
+
+/// [`SetAssoc::insert`]'s way among `W`: the one holding `tag`, else the first invalid one,
+/// else the least recently used one (the first of equal stamps). `absent`: `tag` is known to
+/// be in no way.
+#[inline(always)]
+fn fill_way<const W: usize>(tags: &[u64], stamps: &[u32], tag: u64, absent: bool) -> usize {
+    let w: &[u64; W] = tags[..W].try_into().expect("W ways");
+    let mut free = 0u64;
+    if absent {
+        for (i, &t) in w.iter().enumerate() {
+            free |= ((t == INVALID) as u64) << i;
+        }
+    } else {
+        let mut same = 0u64;
+        for (i, &t) in w.iter().enumerate() {
+            same |= ((t == tag) as u64) << i;
+            free |= ((t == INVALID) as u64) << i;
+        }
+        if same != 0 {
+            return same.trailing_zeros() as usize;
+        }
+    }
+    if free != 0 {
+        return free.trailing_zeros() as usize;
+    }
+    let st: &[u32; W] = stamps[..W].try_into().expect("W ways");
+    let (mut lru, mut min) = (0, st[0]);
+    for (k, &s) in st.iter().enumerate().skip(1) {
+        let less = s < min;
+        lru = if less { k } else { lru };
+        min = if less { s } else { min };
+    }
+    lru
 }
 
 /// Use stamps renumbered by their order within each set of `ways` (1 = LRU), which keeps every
@@ -117,7 +155,7 @@ impl SetAssoc {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1);
         let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
-        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1, checked: vec![0; sets] }
+        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1, checked: vec![0; sets], absent: INVALID }
     }
 
     #[inline]
@@ -215,6 +253,7 @@ impl SetAssoc {
             }
         }
         if hit == usize::MAX {
+            self.absent = tag;
             return None;
         }
         let i = base + hit;
@@ -232,29 +271,27 @@ impl SetAssoc {
     #[inline]
     pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
         let base = self.set(e.tag);
-        let ways = &self.tags[base..base + self.ways];
-        let found = if self.ways <= 64 {
-            // Bit masks of the ways holding the tag and of the invalid ways, without branches.
-            let (mut same, mut free) = (0u64, 0u64);
-            for (w, &t) in ways.iter().enumerate() {
-                same |= ((t == e.tag) as u64) << w;
-                free |= ((t == INVALID) as u64) << w;
+        // The way to fill: the same tag's, else the first invalid one, else the least recently
+        // used (the first of equal stamps, as `min_by_key`). The common associativities are
+        // scanned with their way count known at compile time, unrolled and branch-free.
+        // A tag the last miss looked for is in no way: only the invalid ways and stamps are read.
+        let absent = e.tag == self.absent;
+        if absent {
+            self.absent = INVALID;
+        }
+        let i = match self.ways {
+            4 => fill_way::<4>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
+            8 => fill_way::<8>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
+            12 => fill_way::<12>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
+            16 => fill_way::<16>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
+            w => {
+                let ways = &self.tags[base..base + w];
+                ways.iter().position(|&x| x == e.tag).or_else(|| ways.iter().position(|&x| x == INVALID)).unwrap_or_else(|| {
+                    let stamps = &self.stamp[base..base + w];
+                    (0..w).min_by_key(|&k| stamps[k]).expect("a set has a way")
+                })
             }
-            [same, free].into_iter().find(|&m| m != 0).map(|m| m.trailing_zeros() as usize)
-        } else {
-            ways.iter().position(|&x| x == e.tag).or_else(|| ways.iter().position(|&x| x == INVALID))
         };
-        let i = found.unwrap_or_else(|| {
-            // The least recently used way (the first of equal stamps, as `min_by_key`).
-            let stamps = &self.stamp[base..base + self.ways];
-            let (mut lru, mut min) = (0, stamps[0]);
-            for (w, &s) in stamps.iter().enumerate().skip(1) {
-                let less = s < min;
-                lru = if less { w } else { lru };
-                min = if less { s } else { min };
-            }
-            lru
-        });
         let old = self.tags[base + i];
         self.entries[base + i] = e;
         self.tags[base + i] = e.tag;
@@ -333,6 +370,9 @@ pub struct CpuTlb {
     l1i_2m: SetAssoc,
     stlb: SetAssoc,
     ep: FlushEpochs,
+    /// Has any array been filled with a 2 MiB translation? Until then no 2 MiB tag can be in
+    /// any array, and the lookups skip the 2 MiB probes (a probe that misses changes nothing).
+    huge_seen: bool,
 }
 
 impl CpuTlb {
@@ -344,6 +384,7 @@ impl CpuTlb {
             l1i_2m: SetAssoc::new(g.l1i_2m.0, g.l1i_2m.1),
             stlb: SetAssoc::new(g.stlb.0, g.stlb.1),
             ep: FlushEpochs::default(),
+            huge_seen: false,
         }
     }
 
@@ -384,15 +425,20 @@ impl CpuTlb {
         // Each set is brought up to date just before it is probed or filled (a set that is
         // not reached keeps its pending flushes, which changes nothing it would return).
         let ep = &self.ep;
-        self.l1d_2m.sync(t2, ep);
-        if let Some(e) = self.l1d_2m.lookup(t2) {
-            return Some((*e, Level::L1, true));
+        if self.huge_seen {
+            self.l1d_2m.sync(t2, ep);
+            if let Some(e) = self.l1d_2m.lookup(t2) {
+                return Some((*e, Level::L1, true));
+            }
         }
         self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
             self.l1d_4k.sync(t4, ep);
             self.l1d_4k.insert(e);
             return Some((e, Level::Stlb, false));
+        }
+        if !self.huge_seen {
+            return None;
         }
         self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
@@ -413,14 +459,19 @@ impl CpuTlb {
         if let Some(e) = l1_4k.lookup(t4) {
             return Some((*e, Level::L1, false));
         }
-        l1_2m.sync(t2, ep);
-        if let Some(e) = l1_2m.lookup(t2) {
-            return Some((*e, Level::L1, true));
+        if self.huge_seen {
+            l1_2m.sync(t2, ep);
+            if let Some(e) = l1_2m.lookup(t2) {
+                return Some((*e, Level::L1, true));
+            }
         }
         self.stlb.sync(t4, ep);
         if let Some(e) = self.stlb.lookup(t4).map(|e| *e) {
             l1_4k.insert(e);
             return Some((e, Level::Stlb, false));
+        }
+        if !self.huge_seen {
+            return None;
         }
         self.stlb.sync(t2, ep);
         if let Some(e) = self.stlb.lookup(t2).map(|e| *e) {
@@ -433,6 +484,7 @@ impl CpuTlb {
     /// Fill after a page walk: L1 and STLB.
     pub fn fill(&mut self, asid: u16, vpn: u64, huge: bool, pfn: Pfn, flags: u8, instr: bool) {
         let tag = if huge { tag_2m(asid, vpn) } else { tag_4k(asid, vpn) };
+        self.huge_seen |= huge;
         let e = TlbEntry { tag, pfn, flags };
         let l1 = match (instr, huge) {
             (false, false) => &mut self.l1d_4k,
@@ -464,19 +516,22 @@ impl CpuTlb {
         // The L1 arrays hold one page size each (`fill` and the STLB refill in `lookup` put a
         // 4 KiB tag only in a 4 KiB array, a 2 MiB tag only in a 2 MiB one); the STLB holds
         // both. Probing only where a tag can be drops the same entries in 6 probes, not 10.
+        // Without any 2 MiB fill so far, only the 4 KiB tag can be anywhere: 3 probes.
         let ep = &self.ep;
         self.l1d_4k.sync(t4, ep);
         self.l1i_4k.sync(t4, ep);
-        self.l1d_2m.sync(t2, ep);
-        self.l1i_2m.sync(t2, ep);
         self.stlb.sync(t4, ep);
-        self.stlb.sync(t2, ep);
         self.l1d_4k.invalidate(t4);
         self.l1i_4k.invalidate(t4);
-        self.l1d_2m.invalidate(t2);
-        self.l1i_2m.invalidate(t2);
         self.stlb.invalidate(t4);
-        self.stlb.invalidate(t2);
+        if self.huge_seen {
+            self.l1d_2m.sync(t2, ep);
+            self.l1i_2m.sync(t2, ep);
+            self.stlb.sync(t2, ep);
+            self.l1d_2m.invalidate(t2);
+            self.l1i_2m.invalidate(t2);
+            self.stlb.invalidate(t2);
+        }
     }
 
     /// Drop every translation of one ASID (a CR3 write without NOFLUSH, or INVPCID single-context).
@@ -597,8 +652,14 @@ mod tests {
         /// LRU stamp in every way of every array. Starting the epochs just below `u32::MAX`
         /// takes half the cases through the counter's wrap-around.
         #[test]
-        fn lazy_flushes_match_eager_ones(ops in proptest::collection::vec(op(), 1..300), near_wrap in any::<bool>(), back in 0u32..8) {
-            let g = TlbGeometry { l1d_4k: (8, 4), l1d_2m: (4, 2), l1i_4k: (8, 2), l1i_2m: (2, 2), stlb: (32, 4) };
+        fn lazy_flushes_match_eager_ones(ops in proptest::collection::vec(op(), 1..300), near_wrap in any::<bool>(), back in 0u32..8, wide in any::<bool>()) {
+            // Small arrays of 2 and 4 ways, or arrays of the 8, 12 and 16 ways that `insert`
+            // scans unrolled (the STLB's 12 among them), with 1 to 4 sets.
+            let g = if wide {
+                TlbGeometry { l1d_4k: (16, 4), l1d_2m: (16, 8), l1i_4k: (16, 16), l1i_2m: (3, 3), stlb: (24, 12) }
+            } else {
+                TlbGeometry { l1d_4k: (8, 4), l1d_2m: (4, 2), l1i_4k: (8, 2), l1i_2m: (2, 2), stlb: (32, 4) }
+            };
             let mut lazy = CpuTlb::new(&g);
             let mut eager = eager::CpuTlb::new(&g);
             if near_wrap {
