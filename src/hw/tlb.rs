@@ -99,24 +99,22 @@ pub struct SetAssoc {
     /// `insert` adds a tag to the array, and it clears this when it adds this one, so the
     /// fill that follows a miss (a page walk's) skips its search for the same tag.
     absent: u64,
+    /// Per set, for sets of at most 64 ways: bit `w` set when way `w`'s tag is not INVALID
+    /// (kept in step by every writer of `tags`), so a fill finds the first invalid way, or
+    /// that there is none, without reading the tags. Empty for wider sets.
+    valid: Vec<u64>,
 }
 
 /// [`SetAssoc::insert`]'s way among `W`: the one holding `tag`, else the first invalid one,
 /// else the least recently used one (the first of equal stamps). `absent`: `tag` is known to
-/// be in no way.
+/// be in no way; `free`: the invalid ways, bit by bit.
 #[inline(always)]
-fn fill_way<const W: usize>(tags: &[u64], stamps: &[u32], tag: u64, absent: bool) -> usize {
-    let w: &[u64; W] = tags[..W].try_into().expect("W ways");
-    let mut free = 0u64;
-    if absent {
-        for (i, &t) in w.iter().enumerate() {
-            free |= ((t == INVALID) as u64) << i;
-        }
-    } else {
+fn fill_way<const W: usize>(tags: &[u64], stamps: &[u32], tag: u64, absent: bool, free: u64) -> usize {
+    if !absent {
+        let w: &[u64; W] = tags[..W].try_into().expect("W ways");
         let mut same = 0u64;
         for (i, &t) in w.iter().enumerate() {
             same |= ((t == tag) as u64) << i;
-            free |= ((t == INVALID) as u64) << i;
         }
         if same != 0 {
             return same.trailing_zeros() as usize;
@@ -155,7 +153,7 @@ impl SetAssoc {
         let ways = ways.clamp(1, entries.max(1));
         let sets = (entries / ways).max(1);
         let sets = if sets.is_power_of_two() { sets } else { sets.next_power_of_two() / 2 };
-        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1, checked: vec![0; sets], absent: INVALID }
+        SetAssoc { tags: vec![INVALID; sets * ways], entries: vec![TlbEntry::EMPTY; sets * ways], stamp: vec![0; sets * ways], tick: 0, ways, set_mask: sets as u64 - 1, checked: vec![0; sets], absent: INVALID, valid: vec![0; if ways <= 64 { sets } else { 0 }] }
     }
 
     #[inline]
@@ -183,9 +181,18 @@ impl SetAssoc {
             if t != INVALID && ep.since(tag_asid(t)) > since {
                 self.tags[i] = INVALID;
                 self.entries[i].tag = INVALID;
+                self.unmark(s, i - base);
             }
         }
         self.checked[s] = ep.now;
+    }
+
+    /// Way `w` of set `s` became INVALID (`valid`'s bookkeeping).
+    #[inline(always)]
+    fn unmark(&mut self, s: usize, w: usize) {
+        if let Some(v) = self.valid.get_mut(s) {
+            *v &= !(1u64 << w);
+        }
     }
 
     /// Bring every set up to date (before the epochs are renumbered).
@@ -270,7 +277,8 @@ impl SetAssoc {
     /// read (its tag is in `tags`): on a miss-heavy stream that read was a host cache miss.
     #[inline]
     pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
-        let base = self.set(e.tag);
+        let s = (e.tag & self.set_mask) as usize;
+        let base = s * self.ways;
         // The way to fill: the same tag's, else the first invalid one, else the least recently
         // used (the first of equal stamps, as `min_by_key`). The common associativities are
         // scanned with their way count known at compile time, unrolled and branch-free.
@@ -279,11 +287,16 @@ impl SetAssoc {
         if absent {
             self.absent = INVALID;
         }
+        // The invalid ways, from the set's `valid` bits (sets of up to 64 ways).
+        let free = match self.valid.get(s) {
+            Some(&v) => !v & (u64::MAX >> (64 - self.ways)),
+            None => 0,
+        };
         let i = match self.ways {
-            4 => fill_way::<4>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
-            8 => fill_way::<8>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
-            12 => fill_way::<12>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
-            16 => fill_way::<16>(&self.tags[base..], &self.stamp[base..], e.tag, absent),
+            4 => fill_way::<4>(&self.tags[base..], &self.stamp[base..], e.tag, absent, free),
+            8 => fill_way::<8>(&self.tags[base..], &self.stamp[base..], e.tag, absent, free),
+            12 => fill_way::<12>(&self.tags[base..], &self.stamp[base..], e.tag, absent, free),
+            16 => fill_way::<16>(&self.tags[base..], &self.stamp[base..], e.tag, absent, free),
             w => {
                 let ways = &self.tags[base..base + w];
                 ways.iter().position(|&x| x == e.tag).or_else(|| ways.iter().position(|&x| x == INVALID)).unwrap_or_else(|| {
@@ -295,41 +308,30 @@ impl SetAssoc {
         let old = self.tags[base + i];
         self.entries[base + i] = e;
         self.tags[base + i] = e.tag;
+        if let Some(v) = self.valid.get_mut(s) {
+            *v |= 1u64 << i;
+        }
         let t = self.next_tick();
         self.stamp[base + i] = t;
         (old != INVALID && old != e.tag).then_some(old)
     }
 
     pub fn invalidate(&mut self, tag: u64) -> bool {
-        let base = self.set(tag);
+        let s = (tag & self.set_mask) as usize;
+        let base = s * self.ways;
         let mut hit = false;
         for i in base..base + self.ways {
             if self.tags[i] == tag {
                 self.tags[i] = INVALID;
                 self.entries[i].tag = INVALID;
+                self.unmark(s, i - base);
                 hit = true;
             }
         }
         hit
     }
 
-    pub fn invalidate_where(&mut self, mut f: impl FnMut(&TlbEntry) -> bool) -> usize {
-        let mut n = 0;
-        for (e, t) in self.entries.iter_mut().zip(self.tags.iter_mut()) {
-            if e.tag != INVALID && f(e) {
-                e.tag = INVALID;
-                *t = INVALID;
-                n += 1;
-            }
-        }
-        n
-    }
-
-    pub fn iter_valid(&self) -> impl Iterator<Item = &TlbEntry> {
-        self.entries.iter().filter(|e| e.tag != INVALID)
-    }
-
-    /// [`SetAssoc::iter_valid`] counting the flushes of `ep` not yet applied.
+    /// The valid entries, counting the flushes of `ep` not yet applied.
     fn iter_live<'a>(&'a self, ep: &'a FlushEpochs) -> impl Iterator<Item = &'a TlbEntry> {
         self.entries.iter().enumerate().filter(move |&(i, _)| self.live(i, ep)).map(|(_, e)| e)
     }
