@@ -520,19 +520,15 @@ impl CpuTlb {
         // both. Probing only where a tag can be drops the same entries in 6 probes, not 10.
         // Without any 2 MiB fill so far, only the 4 KiB tag can be anywhere: 3 probes.
         let ep = &self.ep;
-        self.l1d_4k.sync(t4, ep);
-        self.l1i_4k.sync(t4, ep);
-        self.stlb.sync(t4, ep);
-        self.l1d_4k.invalidate(t4);
-        self.l1i_4k.invalidate(t4);
-        self.stlb.invalidate(t4);
+        let drop = |arrays: [&mut SetAssoc; 3], tag: u64| {
+            for a in arrays {
+                a.sync(tag, ep);
+                a.invalidate(tag);
+            }
+        };
+        drop([&mut self.l1d_4k, &mut self.l1i_4k, &mut self.stlb], t4);
         if self.huge_seen {
-            self.l1d_2m.sync(t2, ep);
-            self.l1i_2m.sync(t2, ep);
-            self.stlb.sync(t2, ep);
-            self.l1d_2m.invalidate(t2);
-            self.l1i_2m.invalidate(t2);
-            self.stlb.invalidate(t2);
+            drop([&mut self.l1d_2m, &mut self.l1i_2m, &mut self.stlb], t2);
         }
     }
 
