@@ -272,9 +272,11 @@ impl SetAssoc {
     /// Insert as MRU: into the way holding the same tag, else the first invalid way, else the
     /// least recently used one. Returns the tag of the valid entry it evicted, if any.
     ///
-    /// One pass over the set's tags finds both the same tag and the first invalid way; the
-    /// stamps are read only when the set is full of other tags. The evicted entry itself is not
-    /// read (its tag is in `tags`): on a miss-heavy stream that read was a host cache miss.
+    /// The set's tags are read only to find the same tag, and not at all when the last probe
+    /// missed this tag (`absent`, the fill after a page walk); the invalid ways come from the
+    /// set's `valid` bits, and the stamps are read only when the set is full of other tags.
+    /// The evicted entry itself is not read (its tag is in `tags`): on a miss-heavy stream that
+    /// read was a host cache miss.
     #[inline]
     pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
         let s = (e.tag & self.set_mask) as usize;
@@ -282,7 +284,6 @@ impl SetAssoc {
         // The way to fill: the same tag's, else the first invalid one, else the least recently
         // used (the first of equal stamps, as `min_by_key`). The common associativities are
         // scanned with their way count known at compile time, unrolled and branch-free.
-        // A tag the last miss looked for is in no way: only the invalid ways and stamps are read.
         let absent = e.tag == self.absent;
         if absent {
             self.absent = INVALID;
