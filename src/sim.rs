@@ -835,6 +835,11 @@ pub struct Sim {
     pub zero_pfn: Pfn,
     /// Latency (ns) from a CPU's node to each node: `node_latency[cpu_node][mem_node]`.
     pub node_latency: Vec<Vec<f64>>,
+    /// A successful page walk's user time (ns), `walk_ns[cpu_node][pte_node]`: `cost.walk_base_ns`
+    /// + `cost.walk_pte_miss_fraction` x the latency to the PTE page's node + `cost.access_ns`,
+    /// rounded once here (the same expression `Sim::tlb_miss` evaluated per walk); the last
+    /// entry of each row is a walk that finds no PTE table (local latency).
+    pub walk_ns: Vec<Vec<Ns>>,
     /// Bandwidth (bytes/ns = GB/s) from a CPU's node to each node, for page clears and copies.
     pub node_bandwidth: Vec<Vec<f64>>,
     /// Runtime errors of the workload (a segfault in an op program), reported after the run.
@@ -954,7 +959,7 @@ impl Sim {
         }
         let frames = zeroed_frames(start as usize);
         let node_map = NodeMap::new(nodes.iter().map(|n| (n.start_pfn, n.nr_pages)));
-        let node_latency = (0..nodes.len())
+        let node_latency: Vec<Vec<f64>> = (0..nodes.len())
             .map(|from| {
                 (0..nodes.len())
                     .map(|to| {
@@ -969,6 +974,7 @@ impl Sim {
                     .collect()
             })
             .collect();
+        let walk_ns = walk_ns_table(&p, &node_latency);
         let (lbw, rbw, cbw) = (cfg.float("machine.local_bandwidth_gbps"), cfg.float("machine.remote_bandwidth_gbps"), cfg.float("machine.cpuless_bandwidth_gbps"));
         let node_bandwidth = (0..nodes.len())
             .map(|from| (0..nodes.len()).map(|to| if to >= nnodes { cbw } else if from == to { lbw } else { rbw }).collect())
@@ -1019,6 +1025,7 @@ impl Sim {
             prng: Prng::new(cfg.int("run.seed") as u64),
             next_ctx_id: 1,
             zero_pfn: Pfn(0),
+            walk_ns,
             node_latency,
             node_bandwidth,
             workload_errors: Vec::new(),
@@ -1176,6 +1183,12 @@ impl Sim {
 /// `as` truncates toward zero and saturates (NaN and negatives to 0, +inf to `Ns::MAX`); below
 /// 2^52 the fraction `x - t` is exact, at or above it every f64 is a whole number.
 #[inline(always)]
+/// [`Sim::walk_ns`] from the cost parameters and the node latencies.
+fn walk_ns_table(p: &Params, node_latency: &[Vec<f64>]) -> Vec<Vec<Ns>> {
+    let walk = |lat: f64| round_ns(p.walk_base_ns + p.walk_pte_miss_fraction * lat + p.access_ns);
+    node_latency.iter().map(|row| row.iter().map(|&lat| walk(lat)).chain([walk(p.local_latency_ns)]).collect()).collect()
+}
+
 pub fn round_ns(x: f64) -> Ns {
     let t = x as Ns;
     if t < (1 << 52) && x - t as f64 >= 0.5 { t + 1 } else { t }

@@ -155,11 +155,13 @@ impl Sim {
             self.cpus[ci].stats.page_walks += 1;
             // One descent of the page table serves the walk's cost, the PTE read and the A/D
             // update (as `walk_cost`, `PageTable::get` and `PageTable::set` would, in turn).
-            let cpu_node = self.cpus[ci].node.0 as usize;
+            // The walk's user time: `Sim::walk_ns`, by the node of the PTE page (the last
+            // column: no PTE table).
+            let walks = &self.walk_ns[self.cpus[ci].node.0 as usize];
             let m = self.mms[mm.0 as usize].as_mut().expect("simulator bug: dead mm");
-            let (lat, slot) = match m.pgtable.pte_table_mut(vpn) {
-                Some(t) => (self.node_latency[cpu_node][self.node_map.nid(t.pfn.0)], Some(&mut t.ptes[idx(vpn, 0)])),
-                None => (self.p.local_latency_ns, None),
+            let (walk, slot) = match m.pgtable.pte_table_mut(vpn) {
+                Some(t) => (walks[self.node_map.nid(t.pfn.0)], Some(&mut t.ptes[idx(vpn, 0)])),
+                None => (walks[walks.len() - 1], None),
             };
             let pte = slot.as_deref().copied().unwrap_or(Pte::NONE);
             if pte.present() && (!write || pte.write()) {
@@ -170,8 +172,7 @@ impl Sim {
                 let pte = pte.with(set, 0);
                 // A present PTE stays non-none, so the table's `used` count is unchanged.
                 *slot.expect("a present PTE has a table") = pte;
-                let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
-                self.charge_user(cpu, walk);
+                self.charge_user_ns(cpu, walk);
                 self.tlb_fill_pte(cpu, mm, vpn, pte, write, instr);
                 return Ok(());
             }
@@ -182,8 +183,7 @@ impl Sim {
                 self.prefetch_frame(pte.pfn().0);
                 self.last_cpupid.prefetch(pte.pfn());
             }
-            let walk = self.p.walk_base_ns + self.p.walk_pte_miss_fraction * lat + self.p.access_ns;
-            self.charge_user(cpu, walk);
+            self.charge_user_ns(cpu, walk);
             self.handle_mm_fault(cpu, mm, vpn, write, instr)?;
         }
         panic!("simulator bug: fault at {} did not resolve", Vpn(vpn).addr())
