@@ -301,7 +301,7 @@ impl SetAssoc {
     /// set's `valid` bits, and the stamps are read only when the set is full of other tags.
     /// The evicted entry itself is not read (its tag is in `tags`): on a miss-heavy stream that
     /// read was a host cache miss.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
         let s = (e.tag & self.set_mask) as usize;
         let base = s * self.ways;
