@@ -275,7 +275,7 @@ impl SetAssoc {
 
     /// [`SetAssoc::lookup`] for the STLB: sets of 8, 12 or 16 ways scanned unrolled (kept
     /// apart from `probe`, whose 4-way loop is the L1 hit path).
-    #[inline]
+    #[inline(always)]
     fn lookup_wide(&mut self, tag: u64) -> Option<&mut TlbEntry> {
         let base = self.set(tag);
         let hit = match self.ways {
