@@ -1178,17 +1178,17 @@ impl Sim {
     }
 }
 
-/// `x.round() as Ns`, bit for bit, without the libm call that `f64::round` is on x86-64's
-/// baseline (no SSE4.1 `roundsd`): the hot charge paths call it per access and per fault.
-/// `as` truncates toward zero and saturates (NaN and negatives to 0, +inf to `Ns::MAX`); below
-/// 2^52 the fraction `x - t` is exact, at or above it every f64 is a whole number.
-#[inline(always)]
 /// [`Sim::walk_ns`] from the cost parameters and the node latencies.
 fn walk_ns_table(p: &Params, node_latency: &[Vec<f64>]) -> Vec<Vec<Ns>> {
     let walk = |lat: f64| round_ns(p.walk_base_ns + p.walk_pte_miss_fraction * lat + p.access_ns);
     node_latency.iter().map(|row| row.iter().map(|&lat| walk(lat)).chain([walk(p.local_latency_ns)]).collect()).collect()
 }
 
+/// `x.round() as Ns`, bit for bit, without the libm call that `f64::round` is on x86-64's
+/// baseline (no SSE4.1 `roundsd`): the hot charge paths call it per access and per fault.
+/// `as` truncates toward zero and saturates (NaN and negatives to 0, +inf to `Ns::MAX`); below
+/// 2^52 the fraction `x - t` is exact, at or above it every f64 is a whole number.
+#[inline(always)]
 pub fn round_ns(x: f64) -> Ns {
     let t = x as Ns;
     if t < (1 << 52) && x - t as f64 >= 0.5 { t + 1 } else { t }
