@@ -162,14 +162,19 @@ impl SetAssoc {
 
     #[inline]
     fn set(&self, tag: u64) -> usize {
-        // Index by the low page-number bits, as hardware does.
-        ((tag & self.set_mask) as usize) * self.ways
+        self.set_index(tag) * self.ways
+    }
+
+    /// The number of `tag`'s set: the low page-number bits, as hardware indexes.
+    #[inline]
+    fn set_index(&self, tag: u64) -> usize {
+        (tag & self.set_mask) as usize
     }
 
     /// Bring the set of `tag` up to date with the flushes in `ep` (see [`FlushEpochs`]).
     #[inline(always)]
     fn sync(&mut self, tag: u64, ep: &FlushEpochs) {
-        let s = (tag & self.set_mask) as usize;
+        let s = self.set_index(tag);
         if self.checked[s] != ep.now {
             self.sync_set(s, ep);
         }
@@ -303,7 +308,7 @@ impl SetAssoc {
     /// read was a host cache miss.
     #[inline(always)]
     pub fn insert(&mut self, e: TlbEntry) -> Option<u64> {
-        let s = (e.tag & self.set_mask) as usize;
+        let s = self.set_index(e.tag);
         let base = s * self.ways;
         // The way to fill: the same tag's, else the first invalid one, else the least recently
         // used (the first of equal stamps, as `min_by_key`). The common associativities are
@@ -342,7 +347,7 @@ impl SetAssoc {
     }
 
     pub fn invalidate(&mut self, tag: u64) -> bool {
-        let s = (tag & self.set_mask) as usize;
+        let s = self.set_index(tag);
         let base = s * self.ways;
         let mut hit = false;
         for i in base..base + self.ways {
@@ -398,7 +403,8 @@ pub struct CpuTlb {
     stlb: SetAssoc,
     ep: FlushEpochs,
     /// Has any array been filled with a 2 MiB translation? Until then no 2 MiB tag can be in
-    /// any array, and the lookups skip the 2 MiB probes (a probe that misses changes nothing).
+    /// any array, and the lookups skip the 2 MiB probes (a probe that misses changes no entry,
+    /// stamp or LRU order; only the host-speed hint `SetAssoc::absent`).
     huge_seen: bool,
 }
 
