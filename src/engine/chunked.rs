@@ -103,13 +103,16 @@ impl<T: Keyed> Chunked<T> {
         let b = self.blocks.front_mut()?;
         let x = b.pop_front();
         self.len -= 1;
-        if b.is_empty() {
+        // The new first key: from the same block unless it is now empty (read once).
+        if let Some(f) = b.front() {
+            self.first = f.key();
+        } else {
             let b = self.blocks.pop_front().expect("front block");
             self.lasts.pop_front();
             self.keep_spare(b);
-        }
-        if let Some(f) = self.front() {
-            self.first = f.key();
+            if let Some(f) = self.front() {
+                self.first = f.key();
+            }
         }
         x
     }
@@ -137,14 +140,23 @@ impl<T: Keyed> Chunked<T> {
     }
 
     pub fn push_back(&mut self, x: T) {
+        self.push_back_at(x);
+    }
+
+    /// [`Chunked::push_back`], returning the new element's position.
+    #[inline]
+    fn push_back_at(&mut self, x: T) -> Cursor {
         let k = x.key();
         if self.len == 0 {
             self.first = k;
         }
+        self.len += 1;
+        let nb = self.blocks.len();
         match self.blocks.back_mut() {
             Some(b) if b.len() < BLOCK => {
                 b.push_back(x);
                 *self.lasts.back_mut().expect("a key per block") = k;
+                Cursor { b: nb - 1, o: b.len() - 1 }
             }
             _ => {
                 // The first block grows as needed (most calendars, one per PTE-table lock,
@@ -155,9 +167,9 @@ impl<T: Keyed> Chunked<T> {
                 b.push_back(x);
                 self.blocks.push_back(b);
                 self.lasts.push_back(k);
+                Cursor { b: nb, o: 0 }
             }
         }
-        self.len += 1;
     }
 
     /// The position of index `i` (the end if `i >= len`), walking the blocks from the back.
@@ -222,9 +234,7 @@ impl<T: Keyed> Chunked<T> {
     /// position of the new element; every other position taken before is invalid after.
     pub fn insert(&mut self, mut c: Cursor, x: T) -> Cursor {
         if c.b >= self.blocks.len() {
-            self.push_back(x);
-            let b = self.blocks.len() - 1;
-            return Cursor { b, o: self.blocks[b].len() - 1 };
+            return self.push_back_at(x);
         }
         if c.b == 0 && c.o == 0 {
             self.first = x.key();

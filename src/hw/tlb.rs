@@ -349,6 +349,21 @@ impl SetAssoc {
     pub fn invalidate(&mut self, tag: u64) -> bool {
         let s = self.set_index(tag);
         let base = s * self.ways;
+        // A tag is in a set at most once: the common associativities find its way unrolled.
+        let way = match self.ways {
+            4 => Some(same_way::<4>(&self.tags[base..], tag)),
+            8 => Some(same_way::<8>(&self.tags[base..], tag)),
+            12 => Some(same_way::<12>(&self.tags[base..], tag)),
+            16 => Some(same_way::<16>(&self.tags[base..], tag)),
+            _ => None,
+        };
+        if let Some(way) = way {
+            let Some(w) = way else { return false };
+            self.tags[base + w] = INVALID;
+            self.entries[base + w].tag = INVALID;
+            self.unmark(s, w);
+            return true;
+        }
         let mut hit = false;
         for i in base..base + self.ways {
             if self.tags[i] == tag {

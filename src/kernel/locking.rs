@@ -191,13 +191,6 @@ impl Busy {
     fn pm(&self) -> ((Ns, u32), (Ns, u32)) {
         ((self.pm_all_end, cpu32(self.pm_all_cpu)), (self.pm_excl_end, cpu32(self.pm_excl_cpu)))
     }
-    #[inline]
-    fn set_pm(&mut self, all: (Ns, u32), excl: (Ns, u32)) {
-        self.pm_all_end = all.0;
-        self.pm_all_cpu = cpu16(all.1);
-        self.pm_excl_end = excl.0;
-        self.pm_excl_cpu = cpu16(excl.1);
-    }
 }
 
 impl Keyed for Busy {
@@ -333,19 +326,22 @@ impl Calendar {
 
     /// Recompute prefix maxima from position `k` on.
     fn fix(&mut self, k: Cursor) {
-        let (mut all, mut excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
+        let (all, excl) = self.q.before(k).map_or(self.pruned, |b| b.pm());
+        // In the holds' own 16-bit CPU numbers (`cpu16` and `cpu32` are inverse), so that the
+        // loop converts nothing.
+        let (mut all_end, mut all_cpu, mut excl_end, mut excl_cpu) = (all.0, cpu16(all.1), excl.0, cpu16(excl.1));
         for b in self.q.iter_mut_from(k) {
-            if b.end >= all.0 {
-                all = (b.end, b.cpu());
+            if b.end >= all_end {
+                (all_end, all_cpu) = (b.end, b.cpu);
             }
-            if !b.shared && b.end >= excl.0 {
-                excl = (b.end, b.cpu());
+            if !b.shared && b.end >= excl_end {
+                (excl_end, excl_cpu) = (b.end, b.cpu);
             }
-            if b.pm() == (all, excl) {
+            if (b.pm_all_end, b.pm_all_cpu, b.pm_excl_end, b.pm_excl_cpu) == (all_end, all_cpu, excl_end, excl_cpu) {
                 // Nothing after this changes either.
                 break;
             }
-            b.set_pm(all, excl);
+            (b.pm_all_end, b.pm_all_cpu, b.pm_excl_end, b.pm_excl_cpu) = (all_end, all_cpu, excl_end, excl_cpu);
         }
     }
 
@@ -368,6 +364,10 @@ impl Calendar {
     /// `end` and conflict with a hold `[start, end)`: they ran first in host order and are not
     /// delayed retroactively.
     fn overlaps_from(&self, hi: Cursor, start: Ns, end: Ns, shared: bool) -> bool {
+        if hi == self.q.end() {
+            // Booked last in request order (most holds): nothing to look at.
+            return false;
+        }
         // A hold requested at or after `end` starts at or after it: stop there.
         self.q.iter_from(hi).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
     }
@@ -652,7 +652,7 @@ impl Locks {
         let (s, prev) = cal.find_at(k, t, shared);
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared);
-        let overlap = cal.q.iter_from(cal.q.next(k)).take_while(|b| b.req < s + h + work).any(|b| !(shared && b.shared) && b.start < s + h + work && b.end > s);
+        let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
         self.overlaps += overlap as u64;
         (s, h)
     }
