@@ -289,6 +289,28 @@ impl<T: Keyed> Chunked<T> {
         Cursor { b: bi, o: self.blocks[bi].partition_point(|x| pred(x.key())) }
     }
 
+    /// Whether an element from `c` on satisfies `pred`, looking only at those whose key is
+    /// below `key_end` (keys sorted ascending: the first at or above it ends the search). What
+    /// `iter_from(c).take_while(|x| x.key() < key_end).any(pred)` returns, over the blocks'
+    /// slices.
+    pub fn any_below_key(&self, c: Cursor, key_end: u64, mut pred: impl FnMut(&T) -> bool) -> bool {
+        let mut skip = c.o;
+        for b in self.blocks.range(c.b.min(self.blocks.len())..) {
+            let (front, back) = b.as_slices();
+            let (front, back) = if skip <= front.len() { (&front[skip..], back) } else { (&front[..0], &back[skip - front.len()..]) };
+            for x in front.iter().chain(back) {
+                if x.key() >= key_end {
+                    return false;
+                }
+                if pred(x) {
+                    return true;
+                }
+            }
+            skip = 0;
+        }
+        false
+    }
+
     /// The elements from `c` on.
     pub fn iter_from(&self, c: Cursor) -> impl Iterator<Item = &T> + '_ {
         self.blocks.range(c.b.min(self.blocks.len())..).enumerate().flat_map(move |(j, b)| b.range(if j == 0 { c.o } else { 0 }..))
@@ -427,6 +449,15 @@ mod tests {
             for k in [0, d.len() / 3, d.len() / 2, d.len().saturating_sub(1), d.len(), d.len() + 1] {
                 let at = c.cursor_at(k);
                 prop_assert_eq!(c.iter_from(at).copied().collect::<Vec<_>>(), d.range(k.min(d.len())..).copied().collect::<Vec<_>>());
+                // any_below_key against the plain iterator (its keys need not be sorted here:
+                // both stop at the first key at or above the bound).
+                // Bounds equal to keys of the sequence too (the boundary case).
+                let own = [k, k + 1, k + 5, d.len() / 2].into_iter().filter_map(|i| d.get(i).map(|e| e.key()));
+                for bound in [0u64, 1 << 31, u64::MAX].into_iter().chain(own) {
+                    let pred = |e: &E| e.1 % 2 == 1 || e.0 % 7 == 3;
+                    let want = d.range(k.min(d.len())..).take_while(|e| e.key() < bound).any(|e| pred(e));
+                    prop_assert_eq!(c.any_below_key(at, bound, pred), want);
+                }
                 let rev: Vec<(usize, E)> = d.range(..k.min(d.len())).copied().enumerate().rev().collect();
                 prop_assert_eq!(c.iter_rev_before(at).map(|(p, &x)| (c.index_of(p), x)).collect::<Vec<_>>(), rev);
             }

@@ -369,7 +369,7 @@ impl Calendar {
             return false;
         }
         // A hold requested at or after `end` starts at or after it: stop there.
-        self.q.iter_from(hi).take_while(|b| b.req < end).any(|b| !(shared && b.shared) && b.start < end && b.end > start)
+        self.q.any_below_key(hi, end, |b| !(shared && b.shared) && b.start < end && b.end > start)
     }
 }
 
