@@ -346,6 +346,7 @@ impl SetAssoc {
         (old != INVALID && old != e.tag).then_some(old)
     }
 
+    #[inline]
     pub fn invalidate(&mut self, tag: u64) -> bool {
         let s = self.set_index(tag);
         let base = s * self.ways;
