@@ -449,9 +449,9 @@ mod tests {
             for k in [0, d.len() / 3, d.len() / 2, d.len().saturating_sub(1), d.len(), d.len() + 1] {
                 let at = c.cursor_at(k);
                 prop_assert_eq!(c.iter_from(at).copied().collect::<Vec<_>>(), d.range(k.min(d.len())..).copied().collect::<Vec<_>>());
-                // any_below_key against the plain iterator (its keys need not be sorted here:
-                // both stop at the first key at or above the bound).
-                // Bounds equal to keys of the sequence too (the boundary case).
+                // any_below_key against the plain iterator, for bounds that include keys of
+                // the sequence (the boundary case). The keys need not be sorted here: both
+                // stop at the first key at or above the bound.
                 let own = [k, k + 1, k + 5, d.len() / 2].into_iter().filter_map(|i| d.get(i).map(|e| e.key()));
                 for bound in [0u64, 1 << 31, u64::MAX].into_iter().chain(own) {
                     let pred = |e: &E| e.1 % 2 == 1 || e.0 % 7 == 3;
