@@ -278,16 +278,28 @@ impl SetAssoc {
         Some(i)
     }
 
-    /// [`SetAssoc::lookup`] for the STLB: sets of 8, 12 or 16 ways scanned unrolled (kept
-    /// apart from `probe`, whose 4-way loop is the L1 hit path).
+    /// The way holding `tag` in the set starting at `base`, scanned unrolled with the way
+    /// count known at compile time: `Some(way or None)` for sets of 4, 8, 12 or 16 ways, `None`
+    /// for other associativities (the caller's generic loop).
+    #[inline(always)]
+    fn same_way_unrolled(&self, base: usize, tag: u64) -> Option<Option<usize>> {
+        let tags = &self.tags[base..];
+        match self.ways {
+            4 => Some(same_way::<4>(tags, tag)),
+            8 => Some(same_way::<8>(tags, tag)),
+            12 => Some(same_way::<12>(tags, tag)),
+            16 => Some(same_way::<16>(tags, tag)),
+            _ => None,
+        }
+    }
+
+    /// [`SetAssoc::lookup`] for the STLB, its set scanned unrolled (kept apart from `probe`,
+    /// whose 4-way loop is the L1 hit path).
     #[inline(always)]
     fn lookup_wide(&mut self, tag: u64) -> Option<&mut TlbEntry> {
         let base = self.set(tag);
-        let hit = match self.ways {
-            8 => same_way::<8>(&self.tags[base..], tag),
-            12 => same_way::<12>(&self.tags[base..], tag),
-            16 => same_way::<16>(&self.tags[base..], tag),
-            _ => return self.lookup(tag),
+        let Some(hit) = self.same_way_unrolled(base, tag) else {
+            return self.lookup(tag);
         };
         let Some(w) = hit else {
             self.absent = tag;
@@ -351,14 +363,7 @@ impl SetAssoc {
         let s = self.set_index(tag);
         let base = s * self.ways;
         // A tag is in a set at most once: the common associativities find its way unrolled.
-        let way = match self.ways {
-            4 => Some(same_way::<4>(&self.tags[base..], tag)),
-            8 => Some(same_way::<8>(&self.tags[base..], tag)),
-            12 => Some(same_way::<12>(&self.tags[base..], tag)),
-            16 => Some(same_way::<16>(&self.tags[base..], tag)),
-            _ => None,
-        };
-        if let Some(way) = way {
+        if let Some(way) = self.same_way_unrolled(base, tag) {
             let Some(w) = way else { return false };
             self.tags[base + w] = INVALID;
             self.entries[base + w].tag = INVALID;
