@@ -73,9 +73,8 @@ fn numa_map_before_migrate_is_found() {
 
 #[test]
 fn check_cli_exits_3_with_a_reproducer_and_writes_json() {
-    let dir = std::env::temp_dir().join(format!("mmsim-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("c.json");
+    let dir = tempfile::Builder::new().prefix("mmsim-check-").tempdir().unwrap();
+    let json = dir.path().join("c.json");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mmsim"))
         .args(["check", "--seeds", "20", "--no-structural", "--inject", "skip-flush-before-free", "--json"])
         .arg(&json)

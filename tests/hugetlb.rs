@@ -213,20 +213,18 @@ fn pool_runs_are_deterministic() {
 
 #[test]
 fn bad_hugetlb_knobs_are_one_line_errors() {
-    let dir = std::env::temp_dir().join(format!("mmsim-hugetlb-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("bad.toml");
+    let dir = tempfile::Builder::new().prefix("mmsim-hugetlb-").tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
     std::fs::write(&p, "[kernel]\nhugetlb_optimize_vmemmap = \"v7\"\n[[workload.thread]]\nops = \"spin 1\"\n").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mmsim")).arg("run").arg(&p).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("bad.toml:2: kernel.hugetlb_optimize_vmemmap: 'v7' is not one of: off, v6, mainline"), "{err}");
-    let good = dir.join("good.toml");
+    let good = dir.path().join("good.toml");
     std::fs::write(&good, "[[workload.thread]]\nops = \"spin 1\"\n").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mmsim")).args(["run"]).arg(&good).args(["--set", "vm.nr_hugepages=-1"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--set:1: vm.nr_hugepages: -1 is out of range"), "{err}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }

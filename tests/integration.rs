@@ -12,10 +12,9 @@ fn mmsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mmsim"))
 }
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("mmsim-it-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory in the system temp dir, removed when the returned guard drops.
+fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("mmsim-it-{name}-")).tempdir().unwrap()
 }
 
 /// Run op programs (one per thread: (cpu, ops)) on a 2..N-CPU machine; return the finished sim.
@@ -47,7 +46,7 @@ fn every_shipped_scenario_runs_and_is_byte_identical_twice() {
         }
         let mut outs = Vec::new();
         for i in 0..2 {
-            let json = d.join(format!("r{i}.json"));
+            let json = d.path().join(format!("r{i}.json"));
             let o = mmsim().arg("run").arg(&path).arg("--json").arg(&json).output().unwrap();
             assert!(o.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&o.stderr));
             outs.push((o.stdout, std::fs::read(&json).unwrap()));
@@ -91,7 +90,7 @@ fn a_different_seed_changes_a_random_workload() {
 
 fn run_bad(text: &str, sets: &[&str]) -> (i32, String) {
     let d = tmpdir("bad");
-    let p = d.join("bad.toml");
+    let p = d.path().join("bad.toml");
     std::fs::write(&p, text).unwrap();
     let o = mmsim().arg("run").arg(&p).args(sets.iter().flat_map(|s| ["--set", s])).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr).replace(&p.display().to_string(), "bad.toml");
@@ -370,9 +369,9 @@ fn direct_reclaimers_interleave_their_batches() {
     for cpu in 0..4 {
         sc += &format!("[[workload.thread]]\nprocess = {cpu}\ncpu = {cpu}\nops = \"\"\"\nmmap f 12288 file:r{cpu} sparse shared prot=r\ntouch f read\n\"\"\"\n");
     }
-    let path = d.join("d.toml");
+    let path = d.path().join("d.toml");
     std::fs::write(&path, sc).unwrap();
-    let tr = d.join("d.trace");
+    let tr = d.path().join("d.trace");
     let o = mmsim().args(["run", path.to_str().unwrap(), "--trace", tr.to_str().unwrap(), "--events", "vmscan:*,exceptions:*", "--only", "summary"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&tr).unwrap();
@@ -409,9 +408,9 @@ fn kswapd_passes_follow_balance_pgdat() {
     for i in 0..6 {
         ops += &format!("mmap r{i} 4096 file:f{i} sparse shared prot=r\ntouch r{i} read\nsleep 20ms\n");
     }
-    let sc = d.join("k.toml");
+    let sc = d.path().join("k.toml");
     std::fs::write(&sc, format!("[machine]\ncpus = 2\nnodes = 1\nmem_per_node_mib = 64\n[vm]\nwatermark_scale_factor = 1000\n[kernel]\npreset = \"linux-6.18\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\n{ops}\"\"\"\n")).unwrap();
-    let tr = d.join("k.trace");
+    let tr = d.path().join("k.trace");
     let o = mmsim().args(["run", sc.to_str().unwrap(), "--trace", tr.to_str().unwrap(), "--events", "vmscan:mm_vmscan_lru_shrink_inactive", "--only", "summary"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let field = |l: &str, k: &str| l.split_whitespace().find_map(|w| w.strip_prefix(k)).unwrap().parse::<u64>().unwrap();
@@ -474,7 +473,7 @@ fn oom_is_an_event() {
 #[test]
 fn reproduce_all_summarises_each_experiment_against_its_issues_bands() {
     let d = tmpdir("all");
-    let j = d.join("all.json");
+    let j = d.path().join("all.json");
     let o = mmsim().args(["reproduce", "all", "--only", "vmacache,hvo", "--scale", "100", "--json", j.to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = String::from_utf8_lossy(&o.stdout);
@@ -514,7 +513,7 @@ fn validate_agrees_with_the_host_kernel() {
         return;
     }
     let d = tmpdir("validate");
-    let json = d.join("v.json");
+    let json = d.path().join("v.json");
     let o = mmsim().arg("validate").arg("--json").arg(&json).output().unwrap();
     let table = String::from_utf8_lossy(&o.stdout);
     eprintln!("{table}");

@@ -12,10 +12,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mmsim-report-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
+/// A scratch directory in the system temp dir, removed when the returned guard drops.
+fn tmpdir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("mmsim-report-test-").tempdir().unwrap()
 }
 
 fn mmsim(args: &[&str]) -> std::process::Output {
@@ -34,8 +33,9 @@ fn json(p: &Path) -> Value {
 
 #[test]
 fn trace_tlb_flush_lines_agree_with_the_counters() {
+    let d = tmpdir();
     for sc in ["scenarios/munmap-storm.toml", "scenarios/fork-cow.toml"] {
-        let (t, j) = (tmp("agree.trace"), tmp("agree.json"));
+        let (t, j) = (d.path().join("agree.trace"), d.path().join("agree.json"));
         ok(&["run", sc, "--trace", t.to_str().unwrap(), "--json", j.to_str().unwrap(), "--only", "summary"]);
         let trace = std::fs::read_to_string(&t).unwrap();
         let v = json(&j);
@@ -55,7 +55,8 @@ fn trace_tlb_flush_lines_agree_with_the_counters() {
 
 #[test]
 fn trace_lines_follow_trace_cmd_report() {
-    let t = tmp("layout.trace");
+    let d = tmpdir();
+    let t = d.path().join("layout.trace");
     ok(&["run", "scenarios/munmap-storm.toml", "--trace", t.to_str().unwrap(), "--only", "summary"]);
     let trace = std::fs::read_to_string(&t).unwrap();
     assert!(trace.starts_with("cpus=4\n"));
@@ -72,7 +73,8 @@ fn trace_lines_follow_trace_cmd_report() {
 
 #[test]
 fn trace_filters_by_event_cpu_and_window() {
-    let t = tmp("filter.trace");
+    let d = tmpdir();
+    let t = d.path().join("filter.trace");
     ok(&["run", "scenarios/munmap-storm.toml", "--trace", t.to_str().unwrap(), "--events", "tlb:*", "--trace-cpus", "1-2", "--trace-window", "1ms:5ms", "--only", "summary"]);
     let trace = std::fs::read_to_string(&t).unwrap();
     let body: Vec<&str> = trace.lines().skip(1).collect();
@@ -131,7 +133,8 @@ fn trace_streams_through_a_fixed_size_buffer() {
 
 #[test]
 fn timeline_intervals_add_up_to_the_totals_and_runs_repeat() {
-    let (j, csv, t) = (tmp("tl.json"), tmp("tl.csv"), tmp("tl.trace"));
+    let d = tmpdir();
+    let (j, csv, t) = (d.path().join("tl.json"), d.path().join("tl.csv"), d.path().join("tl.trace"));
     let args = ["run", "scenarios/munmap-storm.toml", "--timeline", "1ms", "--json", j.to_str().unwrap(), "--timeline-csv", csv.to_str().unwrap(), "--trace", t.to_str().unwrap(), "--only", "summary"];
     ok(&args);
     let v = json(&j);
@@ -174,7 +177,7 @@ fn find_chromium() -> Option<PathBuf> {
 
 /// Render `html` in headless Chromium; returns (DOM, console lines).
 fn render(chromium: &Path, html: &Path) -> (String, Vec<String>) {
-    let profile = tmp(&format!("profile-{}", html.file_stem().unwrap().to_string_lossy()));
+    let profile = html.with_file_name(format!("profile-{}", html.file_stem().unwrap().to_string_lossy()));
     let _ = std::fs::remove_dir_all(&profile);
     std::fs::create_dir_all(&profile).unwrap();
     let url = format!("file://{}", html.canonicalize().unwrap().display());
@@ -202,7 +205,8 @@ fn plots_present(dom: &str, ids: &[String]) -> Result<(), String> {
 
 #[test]
 fn html_reports_render_in_headless_chromium() {
-    let (run_html, rep_html, rep_json) = (tmp("run.html"), tmp("hvo.html"), tmp("hvo.json"));
+    let d = tmpdir();
+    let (run_html, rep_html, rep_json) = (d.path().join("run.html"), d.path().join("hvo.html"), d.path().join("hvo.json"));
     ok(&["run", "scenarios/munmap-storm.toml", "--report", run_html.to_str().unwrap(), "--only", "summary"]);
     ok(&["reproduce", "hvo", "--scale", "100", "--json", rep_json.to_str().unwrap(), "--report", rep_html.to_str().unwrap()]);
     let run_text = std::fs::read_to_string(&run_html).unwrap();
@@ -228,7 +232,7 @@ fn html_reports_render_in_headless_chromium() {
         assert!(console.is_empty(), "{}: console output: {console:?}", html.display());
     }
     // The check can fail: a page with a script error is caught.
-    let bad = tmp("bad.html");
+    let bad = d.path().join("bad.html");
     std::fs::write(&bad, run_text.replace("</body>", "<script>notAFunction();</script></body>")).unwrap();
     let (_, console) = render(&chromium, &bad);
     assert!(console.iter().any(|l| l.contains("notAFunction")), "a script error shows on the console: {console:?}");
@@ -236,7 +240,8 @@ fn html_reports_render_in_headless_chromium() {
 
 #[test]
 fn compare_two_runs_and_two_reproductions() {
-    let (a1, a2, b) = (tmp("cmp-a1.json"), tmp("cmp-a2.json"), tmp("cmp-b.json"));
+    let d = tmpdir();
+    let (a1, a2, b) = (d.path().join("cmp-a1.json"), d.path().join("cmp-a2.json"), d.path().join("cmp-b.json"));
     ok(&["run", "scenarios/munmap-storm.toml", "--json", a1.to_str().unwrap(), "--only", "summary"]);
     ok(&["run", "scenarios/munmap-storm.toml", "--set", "workload.start_jitter_us=50", "--set", "run.seed=3", "--json", a2.to_str().unwrap(), "--only", "summary"]);
     ok(&["run", "scenarios/munmap-storm.toml", "--set", "kernel.preset=linux-4.2", "--json", b.to_str().unwrap(), "--only", "summary"]);
@@ -249,7 +254,7 @@ fn compare_two_runs_and_two_reproductions() {
     let pct: f64 = last.split('%').next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{row}"));
     let mark = if pct < 0.0 { "%+)" } else { "%-)" };
     assert!(pct != 0.0 && row.trim_end().ends_with(mark), "{row}");
-    let (r1, r2) = (tmp("cmp-r1.json"), tmp("cmp-r2.json"));
+    let (r1, r2) = (d.path().join("cmp-r1.json"), d.path().join("cmp-r2.json"));
     ok(&["reproduce", "hvo", "--scale", "100", "--json", r1.to_str().unwrap()]);
     std::fs::copy(&r1, &r2).unwrap();
     let out = ok(&["compare", r1.to_str().unwrap(), r2.to_str().unwrap(), "--all"]);

@@ -15,10 +15,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("mmsim-rb-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory in the system temp dir, removed when the returned guard drops.
+fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("mmsim-rb-{name}-")).tempdir().unwrap()
 }
 
 /// Load a shipped scenario with `sets`, build and run it in-process.
@@ -49,13 +48,12 @@ fn trace_replay_on_tiny_memory_with_swap_does_not_underflow_a_refcount() {
 #[test]
 fn max_sim_ms_stops_a_single_thread_loop_with_exit_4() {
     let d = tmpdir("loop");
-    let p = d.join("loop.toml");
+    let p = d.path().join("loop.toml");
     std::fs::write(&p, "[machine]\ncpus = 2\n[[workload.thread]]\nops = \"\"\"\nmmap a 1\nloop 4000000000\n  touch a write\n  madvise a dontneed\nend\n\"\"\"\n").unwrap();
     let out = mmsim().arg("run").arg(&p).args(["--set", "run.max_sim_ms=100"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("--set run.max_sim_ms="), "says how to raise it: {err}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Sizes are accepted by their knob ranges, then checked against this host before anything is
@@ -93,13 +91,12 @@ fn bench_accesses_and_check_seed_out_of_range_are_usage_errors() {
 #[test]
 fn a_workload_error_exits_7() {
     let d = tmpdir("segv");
-    let p = d.join("segv.toml");
+    let p = d.path().join("segv.toml");
     std::fs::write(&p, "[[workload.thread]]\nops = \"\"\"\nmmap a 4\nmprotect a read\ntouch a write\n\"\"\"\n").unwrap();
     let out = mmsim().arg("run").arg(&p).output().unwrap();
     let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(7), "{all}");
     assert!(all.contains("workload error: ") && all.contains("segv.toml:5: task"), "{all}");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// `--only summary` prints the summary, not every section.
@@ -118,16 +115,16 @@ fn only_summary_prints_only_the_summary() {
 fn json_never_replaces_a_symlink_or_a_fifo() {
     use std::os::unix::fs::FileTypeExt;
     let d = tmpdir("json");
-    let target = d.join("target.json");
+    let target = d.path().join("target.json");
     std::fs::write(&target, "old").unwrap();
-    let link = d.join("link.json");
+    let link = d.path().join("link.json");
     std::os::unix::fs::symlink(&target, &link).unwrap();
     let out = mmsim().args(["run", "scenarios/lazy-tlb.toml", "--only", "summary", "--json"]).arg(&link).current_dir(root()).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link is still a link");
     assert!(std::fs::read_to_string(&target).unwrap().contains("\"seed\""), "the target got the JSON");
 
-    let fifo = d.join("fifo");
+    let fifo = d.path().join("fifo");
     let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(st.success());
     let reader = {
@@ -139,7 +136,6 @@ fn json_never_replaces_a_symlink_or_a_fifo() {
     let got = reader.join().unwrap();
     assert!(got.contains("\"seed\""), "the reader got the JSON: {got}");
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "still a FIFO");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A short fuzz run inside the test suite (the minute-long one is in .ci/run): mutated shipped
@@ -158,7 +154,7 @@ fn a_short_fuzz_run_finds_no_panic() {
 fn error_messages_name_the_key_and_place() {
     let d = tmpdir("msgs");
     let run = |name: &str, text: &str, sets: &[&str]| -> (i32, String) {
-        let p = d.join(name);
+        let p = d.path().join(name);
         std::fs::write(&p, text).unwrap();
         let mut c = mmsim();
         c.arg("run").arg(&p);
@@ -180,7 +176,6 @@ fn error_messages_name_the_key_and_place() {
     assert!(c == 2 && e.contains("dup.toml:3") && e.contains("cpus"), "{e}");
     let out = mmsim().args(["run", "/nonexistent/mmsim/none.toml"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "an I/O error exits 1");
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// Found by `mmsim fuzz --seed 101` (case 5799): programmatic threads pinned to a CPU the machine
@@ -252,9 +247,9 @@ fn signal_when(mut child: std::process::Child, sig: i32, ready: impl Fn() -> boo
 #[test]
 fn a_signal_ends_a_run_with_the_report_so_far() {
     let d = tmpdir("sigint");
-    let p = d.join("loop.toml");
+    let p = d.path().join("loop.toml");
     std::fs::write(&p, "[machine]\ncpus = 2\n[[workload.thread]]\nops = \"\"\"\nmmap a 1\nloop 4000000000\n  touch a write\n  madvise a dontneed\nend\n\"\"\"\n").unwrap();
-    let json = d.join("out.json");
+    let json = d.path().join("out.json");
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let _ = std::fs::remove_file(&json);
         let child = mmsim().arg("run").arg(&p).args(["--set", "run.max_sim_ms=100000000"]).arg("--json").arg(&json).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
@@ -269,7 +264,6 @@ fn a_signal_ends_a_run_with_the_report_so_far() {
         assert_eq!(j["outcome"], "Interrupted");
         assert!(j["counters"]["pgfault"].as_u64().unwrap() > 0, "it simulated something");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// `trace record` stopped by SIGTERM stops its command, writes the trace so far, removes its
@@ -284,7 +278,7 @@ fn trace_record_stopped_by_sigterm_removes_its_tracefs_instance() {
     }
     std::fs::remove_dir(inst_dir.join("mmsim-probe-rb")).unwrap();
     let d = tmpdir("tracesig");
-    let out_path = d.join("sleep.trace");
+    let out_path = d.path().join("sleep.trace");
     let child = mmsim().args(["trace", "record", "--out"]).arg(&out_path).args(["--", "sleep", "30"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
     let inst = inst_dir.join(format!("mmsim-{}", child.id()));
     let probe = inst.clone();
@@ -300,5 +294,4 @@ fn trace_record_stopped_by_sigterm_removes_its_tracefs_instance() {
     assert!(!inst.exists(), "{} left behind", inst.display());
     let trace = std::fs::read_to_string(&out_path).unwrap();
     assert!(trace.contains("exec /usr/bin/sleep") || trace.contains("exec"), "{trace}");
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -6,10 +6,9 @@ fn mmsim() -> Command {
     Command::new(env!("CARGO_BIN_EXE_mmsim"))
 }
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("mmsim-vt-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A scratch directory in the system temp dir, removed when the returned guard drops.
+fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("mmsim-vt-{name}-")).tempdir().unwrap()
 }
 
 #[test]
@@ -34,7 +33,7 @@ fn help_names_the_page_counts_it_runs() {
 fn json_has_simulated_ns_per_op_and_a_profile_changes_it() {
     let d = tmpdir("json");
     let run = |profile: Option<&std::path::Path>| {
-        let json = d.join("v.json");
+        let json = d.path().join("v.json");
         let mut c = mmsim();
         c.args(["validate", "--sim-only", "--op", "mmap-anon", "--pages", "64", "--iters", "20", "--remote", "none", "--json"]).arg(&json);
         if let Some(p) = profile {
@@ -49,7 +48,7 @@ fn json_has_simulated_ns_per_op_and_a_profile_changes_it() {
     };
     let base = run(None);
     assert!(base > 0.0);
-    let prof = d.join("slow-faults.toml");
+    let prof = d.path().join("slow-faults.toml");
     std::fs::write(&prof, "[cost]\nfault_ns = 5000 # 4.5 us more per fault, 64 faults per op\n").unwrap();
     let slow = run(Some(&prof));
     assert!((slow - base - 64.0 * 4500.0).abs() < 1.0, "{base} -> {slow}");
@@ -58,7 +57,7 @@ fn json_has_simulated_ns_per_op_and_a_profile_changes_it() {
 #[test]
 fn a_bad_cost_profile_names_its_file_line_and_key() {
     let d = tmpdir("badprof");
-    let prof = d.join("host.toml");
+    let prof = d.path().join("host.toml");
     std::fs::write(&prof, "# measured\n[cost]\nfault_nss = 3\n").unwrap();
     for args in [vec!["run", "scenarios/munmap-storm.toml"], vec!["validate", "--sim-only", "--op", "mprotect"]] {
         let o = mmsim().current_dir(env!("CARGO_MANIFEST_DIR")).args(&args).arg("--cost-profile").arg(&prof).output().unwrap();
@@ -97,7 +96,7 @@ fn race_sim_only_gives_the_models_verdicts() {
     let o = mmsim().args(["validate", "--sim-only", "--rounds", "5"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "--rounds without --race: {}", String::from_utf8_lossy(&o.stderr));
     let d = tmpdir("race");
-    let json = d.join("race.json");
+    let json = d.path().join("race.json");
     let o = mmsim().args(["validate", "--race", "reclaim-writeback", "--sim-only", "--json"]).arg(&json).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -106,7 +105,6 @@ fn race_sim_only_gives_the_models_verdicts() {
     assert_eq!(v["model"][0]["violation"], "lost-write");
     assert!(v["model"][1]["violation"].is_null());
     assert_eq!(v["host"].as_array().map(|a| a.len()), Some(0));
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// `mmsim calibrate --rounds 2` on a host that can be measured: the profile it writes applies to
@@ -121,12 +119,11 @@ fn calibrate_in_rounds_writes_a_profile_that_applies() {
     let o = mmsim().args(["calibrate", "--rounds", "0"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stderr));
     let d = tmpdir("calibrate");
-    let prof = d.join("host.toml");
+    let prof = d.path().join("host.toml");
     let o = mmsim().args(["calibrate", "--rounds", "2", "--out"]).arg(&prof).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&prof).unwrap();
     assert!(text.contains("then the lowest over the rounds") && text.contains("fault_ns = "), "{text}");
     let o = mmsim().args(["validate", "--sim-only", "--op", "mmap-anon", "--pages", "16", "--remote", "none", "--cost-profile"]).arg(&prof).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -207,9 +207,8 @@ fn reproduce_has_published_simulated_maple_and_real_trace_rows() {
 
 #[test]
 fn vma_workloads_are_byte_identical_twice() {
-    let d = std::env::temp_dir().join(format!("mmsim-vma-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let s = d.join("eb.toml");
+    let d = tempfile::Builder::new().prefix("mmsim-vma-").tempdir().unwrap();
+    let s = d.path().join("eb.toml");
     std::fs::write(&s, "[machine]\ncpus = 8\n[workload]\nkind = \"ebizzy\"\nebizzy.threads = 16\nebizzy.iterations = 3\n").unwrap();
     let run = || mmsim().arg("run").arg(&s).output().unwrap();
     let (a, b) = (run(), run());
@@ -225,23 +224,22 @@ fn vma_workloads_are_byte_identical_twice() {
 
 #[test]
 fn a_malformed_trace_is_one_line_naming_file_line_and_key_exit_2() {
-    let d = std::env::temp_dir().join(format!("mmsim-vma-bad-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    std::fs::write(d.join("bad.trace"), "# mmsim-trace 1\n0 7 exec /bin/x\n10 7 fault 0x1000 0x6\n20 7 mmap 0 0x1000\n").unwrap();
-    std::fs::write(d.join("s.toml"), "[workload]\nkind = \"trace\"\ntrace.file = \"bad.trace\"\n").unwrap();
-    let o = mmsim().arg("run").arg(d.join("s.toml")).output().unwrap();
+    let d = tempfile::Builder::new().prefix("mmsim-vma-bad-").tempdir().unwrap();
+    std::fs::write(d.path().join("bad.trace"), "# mmsim-trace 1\n0 7 exec /bin/x\n10 7 fault 0x1000 0x6\n20 7 mmap 0 0x1000\n").unwrap();
+    std::fs::write(d.path().join("s.toml"), "[workload]\nkind = \"trace\"\ntrace.file = \"bad.trace\"\n").unwrap();
+    let o = mmsim().arg("run").arg(d.path().join("s.toml")).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("bad.trace:4: workload.trace.file: mmap"), "{err}");
     assert!(!err.contains("panicked"));
     // A missing trace file and a misspelt key are errors too.
-    std::fs::write(d.join("s2.toml"), "[workload]\nkind = \"trace\"\ntrace.file = \"nope.trace\"\n").unwrap();
-    let o = mmsim().arg("run").arg(d.join("s2.toml")).output().unwrap();
+    std::fs::write(d.path().join("s2.toml"), "[workload]\nkind = \"trace\"\ntrace.file = \"nope.trace\"\n").unwrap();
+    let o = mmsim().arg("run").arg(d.path().join("s2.toml")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("s2.toml:3: workload.trace.file: "));
-    std::fs::write(d.join("s3.toml"), "[kernel]\nvma_cahce = \"mm\"\n").unwrap();
-    let o = mmsim().arg("run").arg(d.join("s3.toml")).output().unwrap();
+    std::fs::write(d.path().join("s3.toml"), "[kernel]\nvma_cahce = \"mm\"\n").unwrap();
+    let o = mmsim().arg("run").arg(d.path().join("s3.toml")).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("s3.toml:2: kernel.vma_cahce: unknown key (did you mean 'kernel.vma_cache'?)"));
 }
