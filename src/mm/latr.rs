@@ -55,7 +55,7 @@
 
 use crate::config::Config;
 use crate::kernel::profile::KFn;
-use crate::sim::{vm, Backing, Sim};
+use crate::sim::{round_ns, vm, Backing, Sim};
 use crate::types::*;
 
 use crate::arch::x86::mm::tlb::{FlushInfo, FLUSH_ALL};
@@ -246,7 +246,7 @@ impl Sim {
                     l.stats.apply_switch_ns += cost;
                 }
             } else {
-                self.steal_irq_time(cpu, when, cost.round() as Ns);
+                self.steal_irq_time(cpu, when, round_ns(cost));
             }
         }
     }

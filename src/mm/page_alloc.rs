@@ -17,7 +17,7 @@
 use crate::kernel::locking::{LockId, Mode};
 use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
-use crate::sim::{pg, Frame, Sim};
+use crate::sim::{pg, round_ns, Frame, Sim};
 use crate::types::*;
 
 pub const MAX_PAGE_ORDER: usize = 10;
@@ -964,7 +964,7 @@ impl Sim {
                 sent += 1;
                 let taken = self.ipi_taken_at(cpu, c, t0, sent);
                 // The handler (or the kworker after two context switches) empties c's lists.
-                let start = if wq { taken + (2.0 * self.p.context_switch_ns).round() as Ns } else { taken + self.p.ipi_handle_ns.round() as Ns };
+                let start = if wq { taken + round_ns(2.0 * self.p.context_switch_ns) } else { taken + round_ns(self.p.ipi_handle_ns) };
                 let mut end = start;
                 for node in 0..self.nodes.len() {
                     let n = self.pcp[c.0 as usize][node].list.len();

@@ -13,7 +13,7 @@
 
 use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
-use crate::sim::{pg, Sim};
+use crate::sim::{pg, round_ns, Sim};
 use crate::types::*;
 
 /// MMAP_LOTSAMISS: more misses than this and read-around stops (random access).
@@ -184,7 +184,7 @@ impl Sim {
             } else {
                 let w = &mut self.files[file.0 as usize].ra.inflight;
                 w[0] = w[1];
-                w[1] = (start, start + size, now + io.round() as Ns);
+                w[1] = (start, start + size, now + round_ns(io));
             }
         }
         self.kfn_exit(cpu);

@@ -20,7 +20,7 @@
 //! | payload (transient) | (PCID, start, end) of one flush                   | rar_tlb_flush         |
 //! | action per target   | RAR_PENDING → RAR_SUCCESS when its hardware is done | rar_tlb_flush (here: done time) |
 
-use crate::sim::Sim;
+use crate::sim::{round_ns, Sim};
 use crate::types::*;
 
 use super::tlb::{FlushInfo, FLUSH_ALL};
@@ -45,11 +45,11 @@ impl Sim {
             self.bcast.stats.rar_actions += 1;
             let hop = if self.cpus[cpu.0 as usize].socket != self.cpus[c.0 as usize].socket { self.p.ipi_cross_socket_ns } else { 0.0 };
             // No interrupt: interrupts-off sections do not delay the action (white paper 341431).
-            let arrive = t0 + (self.bcast.rar_send_ns * (k + 1) as f64 + self.bcast.rar_complete_ns + hop).round() as Ns;
+            let arrive = t0 + round_ns(self.bcast.rar_send_ns * (k + 1) as f64 + self.bcast.rar_complete_ns + hop);
             let ci = c.0 as usize;
             self.rar_invalidate(ci, asid, pages);
             // The invalidation itself occupies the target's core; no handler entry or exit.
-            let cost = per_target.round() as Ns;
+            let cost = round_ns(per_target);
             self.steal_irq_time(c, arrive, cost);
             done = done.max(arrive + cost);
         }

@@ -23,7 +23,7 @@
 //! the last flush request on that mm (this is the bet flush_tlb_func's early returns make).
 
 use crate::mm::vmstat::VmEvent;
-use crate::sim::{Sim, TaskState};
+use crate::sim::{round_ns, Sim, TaskState};
 use crate::kernel::profile::KFn;
 use crate::types::*;
 
@@ -98,7 +98,7 @@ impl Sim {
     /// (kernel/locking.rs).
     pub(crate) fn ipi_taken_at(&self, from: CpuId, to: CpuId, t0: Ns, nth: u32) -> Ns {
         let hop = self.ipi_cross_socket_ns(from, to);
-        let arrive = t0 + (self.p.ipi_send_ns * nth as f64 + self.p.ipi_deliver_ns + hop).round() as Ns;
+        let arrive = t0 + round_ns(self.p.ipi_send_ns * nth as f64 + self.p.ipi_deliver_ns + hop);
         self.locks.irq_on_at(to, arrive)
     }
 
@@ -247,7 +247,7 @@ impl Sim {
         let work = self.cpus[ci].clock - clock;
         self.cpus[ci].clock = clock;
         self.cpus[ci].stats.sys_ns = sys;
-        let cost = work + self.p.ipi_handle_ns.round() as Ns;
+        let cost = work + round_ns(self.p.ipi_handle_ns);
         self.steal_irq_time(cpu, arrive, cost);
         cost
     }
@@ -508,7 +508,7 @@ impl Sim {
             }
             sent += 1;
             let arrive = self.ipi_taken_at(cpu, c, t0, sent);
-            let cost = (self.p.ipi_handle_ns + per_cpu).round() as Ns;
+            let cost = round_ns(self.p.ipi_handle_ns + per_cpu);
             self.steal_irq_time(c, arrive, cost);
             self.cpus[ci].stats.irq_call_count += 1;
             if all {
