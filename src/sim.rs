@@ -1103,7 +1103,13 @@ impl Sim {
     /// Charge kernel time to a CPU (and the task running there).
     #[inline]
     pub fn charge_sys(&mut self, cpu: CpuId, ns: f64) {
-        let ns = round_ns(ns);
+        self.charge_sys_ns(cpu, round_ns(ns));
+    }
+
+    /// [`Sim::charge_sys`] of whole nanoseconds (a wait measured on the clocks), without the
+    /// round trip through f64.
+    #[inline]
+    pub fn charge_sys_ns(&mut self, cpu: CpuId, ns: Ns) {
         let c = &mut self.cpus[cpu.0 as usize];
         c.clock += ns;
         c.stats.sys_ns += ns;

@@ -710,7 +710,7 @@ impl Sim {
         if class.is_spin() {
             if wait + handoff > 0 {
                 self.kfn_enter(cpu, KFn::NativeQueuedSpinLockSlowpath);
-                self.charge_sys(cpu, (wait + handoff) as f64);
+                self.charge_sys_ns(cpu, wait + handoff);
                 self.kfn_exit(cpu);
             }
         } else {
@@ -720,7 +720,7 @@ impl Sim {
             }
             if handoff > 0 {
                 self.kfn_enter(cpu, KFn::RwsemSlowpath);
-                self.charge_sys(cpu, handoff as f64);
+                self.charge_sys_ns(cpu, handoff);
                 self.kfn_exit(cpu);
             }
         }

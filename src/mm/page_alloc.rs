@@ -997,7 +997,7 @@ impl Sim {
                 } else {
                     // smp_call_function_many(..., wait=1): spinning.
                     self.kfn_enter(cpu, KFn::SmpCallFunctionManyCond);
-                    self.charge_sys(cpu, (done - now) as f64);
+                    self.charge_sys_ns(cpu, done - now);
                     self.kfn_exit(cpu);
                 }
             }

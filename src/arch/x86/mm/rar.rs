@@ -74,7 +74,7 @@ impl Sim {
         // Poll the action vector until every target wrote RAR_SUCCESS.
         let now = self.now(cpu);
         if done > now {
-            self.charge_sys(cpu, (done - now) as f64);
+            self.charge_sys_ns(cpu, done - now);
             self.bcast.stats.tlbsync_ns += (done - now) as f64;
         }
     }

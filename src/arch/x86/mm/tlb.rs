@@ -228,7 +228,7 @@ impl Sim {
         // smp_call_function_many(..., wait=1): the initiator spins until every target has run it.
         let now = self.now(cpu);
         if done > now {
-            self.charge_sys(cpu, (done - now) as f64);
+            self.charge_sys_ns(cpu, done - now);
         }
         self.kfn_exit(cpu);
     }
@@ -523,7 +523,7 @@ impl Sim {
         }
         let now = self.now(cpu);
         if done > now {
-            self.charge_sys(cpu, (done - now) as f64);
+            self.charge_sys_ns(cpu, done - now);
         }
     }
 
