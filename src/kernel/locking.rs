@@ -588,13 +588,8 @@ impl Locks {
     /// When an interrupt arriving at `cpu` at `t` can be taken: the end of the irq-off section
     /// containing `t`, if any (sections may chain).
     pub fn irq_on_at(&self, cpu: CpuId, t: Ns) -> Ns {
-        let mut at = t;
-        for &(s, e) in &self.irq_off[cpu.0 as usize] {
-            if s <= at && at < e {
-                at = e;
-            }
-        }
-        at
+        // Without a branch on the times (whether `at` falls in a section is data): a select.
+        self.irq_off[cpu.0 as usize].iter().fold(t, |at, &(s, e)| if (s <= at) & (at < e) { e } else { at })
     }
 
     /// Drop a PTE table's lock (the table was freed).
