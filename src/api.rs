@@ -87,7 +87,7 @@ pub fn reproduce_json(name: &str, sets: &[String], seeds: Option<u64>, scale: Op
         // Full scale without a scale, as the CLI without --scale (minutes).
         "numa-delayed-map" => Ok(to_json(&crate::reproduce::numa_delayed_map::experiment(scale.unwrap_or(1), sets)?.0)),
         "flush-alternatives" => Ok(to_json(&crate::reproduce::flush_alternatives::experiment().map_err(ApiError::Usage)?)),
-        // Full scale without a scale, as the CLI without --scale (about 53 minutes here: docs/luf.md).
+        // Full scale without a scale, as the CLI without --scale (about 49 minutes here: docs/luf.md).
         "luf" => Ok(to_json(&crate::reproduce::luf::experiment(scale.unwrap_or(1), sets)?.0)),
         _ => {
             let names: Vec<&str> = crate::reproduce::EXPERIMENTS.iter().map(|(n, _)| *n).collect();

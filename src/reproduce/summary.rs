@@ -233,7 +233,7 @@ pub fn cli(json: Option<PathBuf>, scale: Option<u64>, only: Option<&str>) -> Exi
     }
     println!("mmsim reproduce all: {} experiment(s), in this order:\n{plan}", names.len());
     if names.iter().any(|n| scale_for(n, scale) == Some(1) && *n == "luf") {
-        eprintln!("mmsim reproduce all: note: luf at full scale takes about 53 minutes on a 2-core machine, batched-flush about 10 minutes (docs/performance.md); --scale 64 gives a first look in minutes");
+        eprintln!("mmsim reproduce all: note: luf at full scale takes about 49 minutes on a 2-core machine, batched-flush about 10 minutes (docs/performance.md); --scale 64 gives a first look in minutes");
     }
     let t0 = std::time::Instant::now();
     let mut checks = Vec::new();
