@@ -319,7 +319,7 @@ impl Sim {
                 if let TaskState::Spinning(_) = self.tasks[t.0 as usize].state {
                     let start = self.cpus[ci].clock;
                     if end > start {
-                        self.charge_user(CpuId(ci as u32), (end - start) as f64);
+                        self.charge_user_ns(CpuId(ci as u32), end - start);
                     }
                 }
             }

@@ -205,7 +205,7 @@ impl Sim {
         // The spin was user time.
         let start = self.cpus[ci].clock;
         if at > start {
-            self.charge_user(cpu, (at - start) as f64);
+            self.charge_user_ns(cpu, at - start);
         }
         self.task_mut(t).state = TaskState::Runnable;
         self.kick(cpu);
