@@ -58,6 +58,19 @@ fn reclaim_contends_on_many_cpus_and_not_on_one() {
     let r = Report::from_sim(&sim, out);
     assert!(contentions(&r, "&zone->lru_lock") > 0, "{:?}", r.lock_stat);
     assert!(children(&r, "native_queued_spin_lock_slowpath") > 0);
+    // Every contention has a contention point (the waiter's function) and a contending point
+    // (the function of the hold it waited for); reclaim's isolation and the fault's LRU
+    // insertion both contend on the LRU lock, and /proc/lock_stat prints them under it.
+    for l in &r.lock_stat {
+        let sum = |v: &[mmsim::report::lock_stat::LockPoint]| v.iter().map(|p| p.contentions).sum::<u64>();
+        assert_eq!(sum(&l.contention_points), l.stat.contentions, "{}", l.class);
+        assert_eq!(sum(&l.contending_points), l.stat.contentions, "{}", l.class);
+    }
+    let lru = r.lock_stat.iter().find(|l| l.class == "&zone->lru_lock").unwrap();
+    let sites: Vec<&str> = lru.contention_points.iter().map(|p| p.symbol.as_str()).collect();
+    assert!(sites.contains(&"shrink_inactive_list") && sites.contains(&"folio_batch_move_lru"), "{sites:?}");
+    let text = r.proc_lock_stat();
+    assert!(text.contains("&zone->lru_lock         ") && text.contains("[<0000000000000000>] shrink_inactive_list"), "{text}");
     let one = "[run]\nseed = 1\n[machine]\ncpus = 1\nmem_per_node_mib = 64\n[kernel]\npreset = \"linux-4.2\"\n[[workload.thread]]\ncpu = 0\nops = \"\"\"\nmmap f 40960 file:r sparse shared prot=r\ntouch f read\n\"\"\"\n";
     let cfg = mmsim::config::load_str("one.toml", one, &[]).unwrap();
     let mut sim = Sim::build(&cfg).unwrap();

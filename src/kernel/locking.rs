@@ -32,6 +32,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use crate::engine::chunked::{Chunked, Cursor, Keyed};
+use crate::kernel::profile::{KFn, NKFN};
 use crate::sim::Sim;
 use crate::types::*;
 
@@ -158,6 +159,10 @@ struct Busy {
     pm_all_cpu: u16,
     pm_excl_cpu: u16,
     shared: bool,
+    /// The kernel function that took the hold (`KFn as u8`, the innermost modelled function on
+    /// the CPU's stack): lock_stat's acquire site, reported as a contending point when another
+    /// CPU queues behind this hold. It fits the struct's padding byte.
+    site: u8,
 }
 
 const _: () = assert!(std::mem::size_of::<Busy>() == 48);
@@ -179,8 +184,9 @@ fn cpu32(c: u16) -> u32 {
 }
 
 impl Busy {
-    fn new(req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool, pm_all: (Ns, u32), pm_excl: (Ns, u32)) -> Busy {
-        Busy { req, start, end, pm_all_end: pm_all.0, pm_excl_end: pm_excl.0, cpu: cpu16(cpu), pm_all_cpu: cpu16(pm_all.1), pm_excl_cpu: cpu16(pm_excl.1), shared }
+    #[allow(clippy::too_many_arguments)]
+    fn new(req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool, site: u8, pm_all: (Ns, u32), pm_excl: (Ns, u32)) -> Busy {
+        Busy { req, start, end, pm_all_end: pm_all.0, pm_excl_end: pm_excl.0, cpu: cpu16(cpu), pm_all_cpu: cpu16(pm_all.1), pm_excl_cpu: cpu16(pm_excl.1), shared, site }
     }
     #[inline]
     fn cpu(&self) -> u32 {
@@ -228,6 +234,7 @@ struct Open {
     start: Ns,
     cpu: u32,
     shared: bool,
+    site: u8,
     at: Cursor,
 }
 
@@ -244,6 +251,9 @@ struct Open {
 /// for an LRU lock whose holds last 3 µs (docs/reclaim.md, session 17).
 const KEEP_NS: Ns = 5_000;
 
+/// How far back [`Calendar::owner_site`] looks for the hold a contended request waits for.
+const OWNER_SCAN: usize = 256;
+
 impl Default for Calendar {
     fn default() -> Self {
         Calendar { q: Chunked::default(), pruned: ((0, u32::MAX), (0, u32::MAX)), live: false, open: None }
@@ -256,7 +266,7 @@ impl Calendar {
     /// operation on the calendar but the release of that very hold calls this first.
     fn settle(&mut self) {
         if let Some(o) = self.open.take() {
-            self.insert_at(o.at, o.req, o.start, o.start, o.cpu, o.shared);
+            self.insert_at(o.at, o.req, o.start, o.start, o.cpu, o.shared, o.site);
         }
     }
 
@@ -304,22 +314,37 @@ impl Calendar {
         (t.max(end), owner)
     }
 
+    /// The acquire site of the hold a request at queue position `k`, granted at `s > t`, waits
+    /// for: the conflicting hold before `k` that ends at `s` on CPU `owner` (the prefix maximum
+    /// `find_at` read). Searched backwards from `k`; it is nearly always the hold just before.
+    /// A hold already pruned, or one more than [`OWNER_SCAN`] holds back, gives
+    /// `KFn::Other` (0): lock_stat's "contending point" is then unknown, never wrong.
+    fn owner_site(&self, k: Cursor, s: Ns, owner: Option<u32>, shared: bool) -> u8 {
+        let Some(owner) = owner else { return 0 };
+        self.q
+            .iter_rev_before(k)
+            .take(OWNER_SCAN)
+            .find(|(_, b)| b.end == s && b.cpu() == owner && !(shared && b.shared))
+            .map_or(0, |(_, b)| b.site)
+    }
+
     /// Book a hold (in request order) and fix the prefix maxima after it.
     #[cfg(test)]
     fn insert(&mut self, req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool) -> Cursor {
         let k = self.pos(req);
-        self.insert_at(k, req, start, end, cpu, shared)
+        self.insert_at(k, req, start, end, cpu, shared, 0)
     }
 
     /// Returns the position of the new hold (positions taken before are invalid after).
-    fn insert_at(&mut self, k: Cursor, req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool) -> Cursor {
+    #[allow(clippy::too_many_arguments)]
+    fn insert_at(&mut self, k: Cursor, req: Ns, start: Ns, end: Ns, cpu: u32, shared: bool, site: u8) -> Cursor {
         if k == self.q.end() {
             let (all, excl) = self.q.back().map_or(self.pruned, |b| b.pm());
             let all = if end >= all.0 { (end, cpu) } else { all };
             let excl = if !shared && end >= excl.0 { (end, cpu) } else { excl };
-            return self.q.insert(k, Busy::new(req, start, end, cpu, shared, all, excl));
+            return self.q.insert(k, Busy::new(req, start, end, cpu, shared, site, all, excl));
         }
-        let k = self.q.insert(k, Busy::new(req, start, end, cpu, shared, (0, u32::MAX), (0, u32::MAX)));
+        let k = self.q.insert(k, Busy::new(req, start, end, cpu, shared, site, (0, u32::MAX), (0, u32::MAX)));
         self.fix(k);
         k
     }
@@ -374,7 +399,7 @@ impl Calendar {
 }
 
 /// /proc/lock_stat counters of one class (times in ns).
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct LockStat {
     pub con_bounces: u64,
     pub contentions: u64,
@@ -386,13 +411,41 @@ pub struct LockStat {
     pub holdtime_min: Ns,
     pub holdtime_max: Ns,
     pub holdtime_total: Ns,
+    /// Contentions by the waiter's site (`KFn as usize`): lock_stat's contention points.
+    #[serde(skip)]
+    pub contention_points: [u64; NKFN],
+    /// Contentions by the site of the hold waited for: lock_stat's contending points.
+    #[serde(skip)]
+    pub contending_points: [u64; NKFN],
+}
+
+impl Default for LockStat {
+    fn default() -> Self {
+        LockStat {
+            con_bounces: 0,
+            contentions: 0,
+            waittime_min: 0,
+            waittime_max: 0,
+            waittime_total: 0,
+            acq_bounces: 0,
+            acquisitions: 0,
+            holdtime_min: 0,
+            holdtime_max: 0,
+            holdtime_total: 0,
+            contention_points: [0; NKFN],
+            contending_points: [0; NKFN],
+        }
+    }
 }
 
 impl LockStat {
-    fn wait(&mut self, w: Ns, bounce: bool) {
+    /// A contended acquisition from `site` that waited `w` for a hold taken at `owner_site`.
+    fn wait(&mut self, w: Ns, bounce: bool, site: u8, owner_site: u8) {
         if self.contentions == 0 || w < self.waittime_min {
             self.waittime_min = w;
         }
+        self.contention_points[site as usize] += 1;
+        self.contending_points[owner_site as usize] += 1;
         self.contentions += 1;
         self.con_bounces += bounce as u64;
         self.waittime_max = self.waittime_max.max(w);
@@ -637,19 +690,23 @@ impl Locks {
         handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev)
     }
 
-    /// Book a section of `work` ns requested at `t`: returns (granted start, hand-off).
-    fn book(&mut self, id: LockId, cpu: CpuId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
+    /// Book a section of `work` ns requested at `t` from kernel function `site`: returns
+    /// (granted start, hand-off, the acquire site of the hold waited for, 0 if none).
+    #[allow(clippy::too_many_arguments)]
+    fn book(&mut self, id: LockId, cpu: CpuId, t: Ns, shared: bool, work: Ns, site: u8) -> (Ns, Ns, u8) {
         let floor = self.floor;
         // One lookup of the calendar (a hash probe for a PTE-table lock) for the whole booking.
         let cal = self.cals.get(id);
         cal.prune(floor);
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
+        // Only a contended request looks for the hold it waits for.
+        let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
-        let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared);
+        let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
         let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
         self.overlaps += overlap as u64;
-        (s, h)
+        (s, h, owner_site)
     }
 }
 
@@ -664,20 +721,22 @@ impl Sim {
         }
         let work = crate::sim::round_ns(work_ns);
         let t = self.now(cpu);
-        let (s, handoff) = self.book_section(cpu, id, t, mode == Mode::Shared, work);
+        let site = self.prof.top(cpu);
+        let (s, handoff) = self.book_section(cpu, id, t, mode == Mode::Shared, work, site);
         self.lock_wait(cpu, id.class(), s - t, handoff);
         s - t
     }
 
     /// Book a section of `work` ns requested at `t` on lock `id`'s calendar, with its lock_stat
     /// figures and (irq-disabling locks) its interrupts-off interval. Returns (grant, hand-off).
-    fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns) -> (Ns, Ns) {
-        let (s, handoff) = if id.unbooked_read(shared) { (t, 0) } else { self.locks.book(id, cpu, t, shared, work) };
+    fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns, site: KFn) -> (Ns, Ns) {
+        let site = site as u8;
+        let (s, handoff, owner_site) = if id.unbooked_read(shared) { (t, 0, 0) } else { self.locks.book(id, cpu, t, shared, work, site) };
         let bounce = handoff > 0;
         let class = id.class();
         let st = &mut self.locks.stats[class as usize];
         if s > t {
-            st.wait(s - t, bounce);
+            st.wait(s - t, bounce, site, owner_site);
         }
         st.hold(handoff + work, bounce);
         if class.irqs_off() {
@@ -687,21 +746,21 @@ impl Sim {
     }
 
     /// [`Sim::lock_section`] of a spinlock for a section `cpu` runs from time `t` in interrupt or
-    /// kworker context, off its task's clock: nothing is charged here (the caller steals the
-    /// section's time from the CPU). Returns when the section ends (wait, hand-off and work).
-    pub fn lock_section_at(&mut self, cpu: CpuId, id: LockId, t: Ns, work_ns: f64) -> Ns {
+    /// kworker context, off its task's clock, in kernel function `site`: nothing is charged
+    /// here (the caller steals the section's time from the CPU). Returns when the section ends
+    /// (wait, hand-off and work).
+    pub fn lock_section_at(&mut self, cpu: CpuId, id: LockId, t: Ns, work_ns: f64, site: KFn) -> Ns {
         let work = crate::sim::round_ns(work_ns);
         if !self.locks.enabled {
             return t + work;
         }
-        let (s, handoff) = self.book_section(cpu, id, t, false, work);
+        let (s, handoff) = self.book_section(cpu, id, t, false, work, site);
         s + handoff + work
     }
 
     /// Charge a wait and a hand-off on `cpu`: a spinlock waiter spins (system time in
     /// native_queued_spin_lock_slowpath), an rwsem waiter sleeps (the CPU idles).
     fn lock_wait(&mut self, cpu: CpuId, class: LockClass, wait: Ns, handoff: Ns) {
-        use crate::kernel::profile::KFn;
         if class.is_spin() {
             if wait + handoff > 0 {
                 self.kfn_enter(cpu, KFn::NativeQueuedSpinLockSlowpath);
@@ -735,18 +794,20 @@ impl Sim {
             // No writer to wait for and no hand-off (LockClass::readers_only): nothing booked.
             return Some(Held { id, cpu, start: t, shared, bounce: false, requested: t });
         }
+        let site = self.prof.top(cpu) as u8;
         let floor = self.locks.floor;
         let cal = self.locks.cal(id);
         cal.prune(floor);
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
+        let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
         // Booked with its end unknown (= start) and closed at release, so that requests made
         // meanwhile queue behind it; that booking waits until another operation on the
         // calendar needs it (most holds are released first and booked once, whole).
-        cal.open = Some(Open { req: t, start: s, cpu: cpu.0, shared, at: k });
+        cal.open = Some(Open { req: t, start: s, cpu: cpu.0, shared, site, at: k });
         let handoff = self.locks.handoff(cpu, prev);
         if s > t {
-            self.locks.stats[class as usize].wait(s - t, handoff > 0);
+            self.locks.stats[class as usize].wait(s - t, handoff > 0, site, owner_site);
         }
         self.lock_wait(cpu, class, s - t, handoff);
         Some(Held { id, cpu, start: s, shared, bounce: handoff > 0, requested: t })
@@ -787,7 +848,7 @@ impl Sim {
                 // Nothing touched the calendar since the acquire: book the whole hold where it
                 // was granted, as booking it open and closing it would leave it.
                 cal.open = None;
-                let k = cal.insert_at(o.at, o.req, o.start, end, o.cpu, o.shared);
+                let k = cal.insert_at(o.at, o.req, o.start, end, o.cpu, o.shared, o.site);
                 cal.q.next(k)
             }
             _ => {
@@ -849,6 +910,24 @@ mod tests {
         // Once the floor passes them, they go.
         c.prune(10_000_000 + 20_000 * 3_000 + KEEP_NS + 1);
         assert_eq!(c.q.len(), 0);
+    }
+
+    /// A contended request's contending point is the site of the hold it queued behind.
+    #[test]
+    fn owner_site_is_the_site_of_the_hold_waited_for() {
+        let mut c = Calendar::default();
+        c.insert_at(c.pos(0), 0, 0, 100, 1, false, KFn::RmqueueBulk as u8);
+        c.insert_at(c.pos(10), 10, 100, 250, 2, false, KFn::FreePcppagesBulk as u8);
+        let k = c.pos(20);
+        let (s, owner) = c.find_at(k, 20, false);
+        assert_eq!((s, owner), (250, Some(2)));
+        assert_eq!(c.owner_site(k, s, owner, false), KFn::FreePcppagesBulk as u8);
+        // Between the two holds' requests: behind the first one only.
+        let k = c.pos(5);
+        let (s, owner) = c.find_at(k, 5, false);
+        assert_eq!(c.owner_site(k, s, owner, false), KFn::RmqueueBulk as u8);
+        // A hold no longer kept: unknown (Other), not a wrong site.
+        assert_eq!(c.owner_site(k, 999, owner, false), KFn::Other as u8);
     }
 
     #[test]
@@ -925,7 +1004,7 @@ mod tests {
             }
             b.sweep();
             let id = LockId::Ptl(0, table);
-            assert_eq!(a.book(id, cpu, t, shared, len), b.book(id, cpu, t, shared, len), "booking {i}");
+            assert_eq!(a.book(id, cpu, t, shared, len, 0), b.book(id, cpu, t, shared, len, 0), "booking {i}");
         }
         for l in [&mut a, &mut b] {
             l.floor = clock + 1_000_000;
@@ -982,7 +1061,7 @@ mod tests {
                     cal.prune(floor);
                     let k = cal.pos(t);
                     let (s, prev) = cal.find_at(k, t, shared);
-                    cal.insert_at(k, t, s, s, cpu, shared);
+                    cal.insert_at(k, t, s, s, cpu, shared, 0);
                     proptest::prop_assert_eq!(h.start, s);
                     proptest::prop_assert_eq!(h.bounce, eager.handoff(c, prev) > 0);
                     held[cpu as usize] = Some((h, s));
@@ -997,7 +1076,7 @@ mod tests {
                 (_, open) => {
                     held[cpu as usize] = open;
                     let wait = sim.lock_section(c, id, mode, dt as f64);
-                    let (s, _) = eager.book(id, c, t, shared, dt);
+                    let (s, _, _) = eager.book(id, c, t, shared, dt, 0);
                     proptest::prop_assert_eq!(t + wait, s);
                 }
             }

@@ -224,6 +224,13 @@ impl Profile {
         }
     }
 
+    /// The innermost modelled function on `cpu`'s stack (`Other` when none): where the CPU
+    /// is, for lock_stat's contention points.
+    #[inline]
+    pub fn top(&self, cpu: CpuId) -> KFn {
+        self.stacks[cpu.0 as usize].last().map_or(KFn::Other, |fr| fr.f)
+    }
+
     /// Forget any stack left by an aborted path (called at the start of a step); what its
     /// frames were charged stays theirs.
     pub fn reset_stack(&mut self, cpu: CpuId) {

@@ -973,7 +973,7 @@ impl Sim {
                     }
                     self.pcp_to_buddy(c, node, n);
                     let work = self.miss_ns(c, NodeId(node as u32)) * n as f64;
-                    end = self.lock_section_at(c, LockId::Zone(node as u32), end, work);
+                    end = self.lock_section_at(c, LockId::Zone(node as u32), end, work, KFn::FreePcppagesBulk);
                 }
                 self.steal_irq_time_in(c, taken, end - taken, KFn::FreePcppagesBulk);
                 if !wq {

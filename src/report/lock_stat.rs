@@ -15,6 +15,26 @@ pub struct LockStatRow {
     pub class: String,
     #[serde(flatten)]
     pub stat: crate::kernel::locking::LockStat,
+    /// Contentions by where the waiter took the lock (lock_stat's contention points), most
+    /// first; every site, where /proc/lock_stat prints four.
+    pub contention_points: Vec<LockPoint>,
+    /// Contentions by where the hold waited for was taken (lock_stat's contending points).
+    pub contending_points: Vec<LockPoint>,
+}
+
+/// A call site of a lock class and its contention count. The site is the innermost modelled
+/// kernel function (the profile's symbols), not an instruction address.
+#[derive(Clone, Debug, Serialize)]
+pub struct LockPoint {
+    pub symbol: String,
+    pub contentions: u64,
+}
+
+/// The sites with a count, most first (ties by symbol).
+fn points(counts: &[u64]) -> Vec<LockPoint> {
+    let mut v: Vec<LockPoint> = KFn::ALL.iter().filter(|&&f| counts[f as usize] > 0).map(|&f| LockPoint { symbol: f.symbol().to_string(), contentions: counts[f as usize] }).collect();
+    v.sort_by(|a, b| b.contentions.cmp(&a.contentions).then_with(|| a.symbol.cmp(&b.symbol)));
+    v
 }
 
 /// One symbol of the profile: children (inclusive) and self time, ns.
@@ -25,13 +45,20 @@ pub struct ProfileRow {
     pub self_ns: u64,
 }
 
+/// The classes with any acquisition, as /proc/lock_stat orders them (`lock_stat_cmp()`: most
+/// contentions first; ties keep the model's class order).
 pub fn lock_stat_rows(sim: &Sim) -> Vec<LockStatRow> {
     let v = crate::config::presets::version(&sim.cfg.str("kernel.preset"));
-    LOCK_CLASSES
+    let mut rows: Vec<LockStatRow> = LOCK_CLASSES
         .iter()
-        .map(|&c| LockStatRow { class: c.name(v).to_string(), stat: sim.locks.stats[c as usize] })
+        .map(|&c| {
+            let stat = sim.locks.stats[c as usize];
+            LockStatRow { class: c.name(v).to_string(), stat, contention_points: points(&stat.contention_points), contending_points: points(&stat.contending_points) }
+        })
         .filter(|r| r.stat.acquisitions > 0 || r.stat.contentions > 0)
-        .collect()
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.stat.contentions));
+    rows
 }
 
 /// Busy time by kernel function, plus `[.] user`, sorted by children time (then symbol).
@@ -47,14 +74,28 @@ pub fn profile_rows(sim: &Sim) -> Vec<ProfileRow> {
     rows
 }
 
+/// A time as `snprint_time()` prints it: µs with two decimals, rounded at the ns.
 fn us(ns: u64) -> String {
-    format!("{}.{:02}", ns / 1000, (ns % 1000) / 10)
+    let n = ns + 5;
+    format!("{}.{:02}", n / 1000, (n % 1000) / 10)
 }
 
-/// /proc/lock_stat text (version 0.4 layout: one line per class, times in µs).
+/// The width of the header's rules and the dotted line after a class's points:
+/// 40 + 1 + 12 * (14 + 1), as `seq_header()` draws it.
+const RULE: usize = 40 + 1 + 12 * (14 + 1);
+
+/// /proc/lock_stat points printed per block (LOCKSTAT_POINTS).
+const LOCKSTAT_POINTS: usize = 4;
+
+/// /proc/lock_stat text in the layout of kernel/locking/lockdep_proc.c (`seq_header()`,
+/// `seq_stats()`): one line per class, then, for a class that was contended, up to four
+/// contention points and four contending points, each block under a rule as wide as the name.
+/// Departures: a site is a modelled function's name, with no address (printed as
+/// `[<0000000000000000>]`) or offset; the four printed are the most frequent, where the
+/// kernel keeps the first four it met; rwsems have one line, not `-W` and `-R` lines.
 pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
     let mut s = String::from("lock_stat version 0.4\n");
-    let rule = "-".repeat(206);
+    let rule = "-".repeat(RULE);
     let _ = writeln!(s, "{rule}");
     let _ = writeln!(
         s,
@@ -64,12 +105,12 @@ pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
     let _ = writeln!(s, "{rule}\n");
     for r in rows {
         let t = &r.stat;
-        let wavg = if t.contentions > 0 { t.waittime_total / t.contentions } else { 0 };
-        let havg = if t.acquisitions > 0 { t.holdtime_total / t.acquisitions } else { 0 };
+        let wavg = t.waittime_total.checked_div(t.contentions).unwrap_or(0);
+        let havg = t.holdtime_total.checked_div(t.acquisitions).unwrap_or(0);
         let _ = writeln!(
             s,
-            "{:>40} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}",
-            format!("{}:", r.class),
+            "{:>40}:{:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}",
+            r.class,
             t.con_bounces,
             t.contentions,
             us(t.waittime_min),
@@ -83,8 +124,23 @@ pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
             us(t.holdtime_total),
             us(havg)
         );
-        let _ = writeln!(s, "{:>40}", "-".repeat(r.class.len() + 1));
-        s.push('\n');
+        if t.contentions == 0 {
+            continue;
+        }
+        let namelen = r.class.len().min(40);
+        let mut last = 0;
+        for block in [&r.contention_points, &r.contending_points] {
+            last = block.len().min(LOCKSTAT_POINTS);
+            for (i, p) in block.iter().take(LOCKSTAT_POINTS).enumerate() {
+                if i == 0 {
+                    let _ = writeln!(s, "{}{}", " ".repeat(40 - namelen), "-".repeat(namelen));
+                }
+                let _ = writeln!(s, "{:>40} {:>14} {:>29} {}", r.class, p.contentions, "[<0000000000000000>]", p.symbol);
+            }
+        }
+        if last > 0 {
+            let _ = writeln!(s, "\n{}\n", ".".repeat(RULE));
+        }
     }
     s
 }
@@ -103,4 +159,47 @@ pub fn format_profile(rows: &[ProfileRow], scenario: &str) -> String {
         let _ = writeln!(s, "  {:>7.2}%  {:>7.2}%  mmsim    {:<17}  {} {}", pct(r.children_ns), pct(r.self_ns), obj, kind, r.symbol);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::locking::LockStat;
+
+    fn row(class: &str, contentions: u64, points: &[(&str, u64)]) -> LockStatRow {
+        let stat = LockStat { contentions, con_bounces: contentions, acquisitions: 10, acq_bounces: 3, waittime_total: 12_345, waittime_max: 9_995, holdtime_total: 1_000, ..LockStat::default() };
+        let p: Vec<LockPoint> = points.iter().map(|&(s, c)| LockPoint { symbol: s.into(), contentions: c }).collect();
+        LockStatRow { class: class.into(), stat, contention_points: p.clone(), contending_points: p }
+    }
+
+    /// The layout of lockdep_proc.c: rules 221 wide, the class name right-aligned in 40 with the
+    /// colon after it, times rounded at the ns as snprint_time() does, a rule as wide as the
+    /// name over each block of points, four points at most, a dotted line after a contended
+    /// class and nothing after an uncontended one.
+    #[test]
+    fn lock_stat_has_the_kernels_layout() {
+        let pts = [("a", 5), ("b", 4), ("c", 3), ("d", 2), ("e", 1)];
+        let text = format_lock_stat(&[row("&zone->lock", 15, &pts), row("&mapping->i_pages", 0, &[])]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "lock_stat version 0.4");
+        assert_eq!(lines[1], "-".repeat(221));
+        assert_eq!(lines[2].len(), 220);
+        assert!(lines[2].ends_with("holdtime-avg") && lines[2].starts_with(&format!("{:>40} ", "class name")));
+        assert_eq!(lines[3], "-".repeat(221));
+        assert_eq!(lines[4], "");
+        let class = lines[5];
+        assert_eq!(&class[..41], &format!("{:>40}:", "&zone->lock"));
+        assert_eq!(class.len(), 220);
+        // waittime-max 9,995 ns prints as 10.00 µs (rounded), the total 12,345 as 12.35.
+        assert!(class.contains("          10.00 ") && class.contains("          12.35 "), "{class}");
+        assert_eq!(lines[6], format!("{}{}", " ".repeat(29), "-".repeat(11)));
+        assert_eq!(lines[7], format!("{:>40} {:>14} {:>29} a", "&zone->lock", 5, "[<0000000000000000>]"));
+        assert!(lines[10].ends_with(" d"));
+        assert_eq!(lines[11], lines[6], "four points, then the contending block");
+        assert_eq!(lines[16], "");
+        assert_eq!(lines[17], ".".repeat(221));
+        assert_eq!(lines[18], "");
+        assert!(lines[19].starts_with(&format!("{:>40}:", "&mapping->i_pages")));
+        assert_eq!(lines.len(), 20, "an uncontended class is one line");
+    }
 }
