@@ -1069,6 +1069,7 @@ impl Sim {
             sim.p.lock_handoff_ns,
             sim.p.lock_handoff_cross_socket_ns,
         );
+        sim.locks.grant = crate::kernel::locking::Grant::parse(&cfg.str("kernel.lock_grant"));
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.
         let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");

@@ -251,6 +251,9 @@ struct Open {
 /// for an LRU lock whose holds last 3 µs (docs/reclaim.md, session 17).
 const KEEP_NS: Ns = 5_000;
 
+/// How many later-requested holds [`Calendar::grant_past`] looks at per pass.
+const GRANT_SCAN: usize = 4096;
+
 /// How far back [`Calendar::owner_site`] looks for the hold a contended request waits for.
 const OWNER_SCAN: usize = 256;
 
@@ -385,6 +388,36 @@ impl Calendar {
         hi
     }
 
+    /// [`Grant::WaitHeld`] and [`Grant::GapFit`]: move a grant `cur` (after `prev`'s hold, of
+    /// site `site`) past the conflicting holds requested after it (from position `k` on) that
+    /// it would meet: with `len` None, those in progress at `cur`; with `Some(len)`, those that
+    /// would overlap `[cur, cur + len)`. Holds are sorted by request time and none starts
+    /// before it is requested, so the scan stops at the first requested at or after the end
+    /// of the window; it looks at most [`GRANT_SCAN`] holds per pass.
+    fn grant_past(&self, k: Cursor, mut cur: Ns, mut prev: Option<u32>, mut site: u8, len: Option<Ns>, shared: bool) -> (Ns, Option<u32>, u8) {
+        loop {
+            let end = cur + len.unwrap_or(0);
+            let mut moved = false;
+            for b in self.q.iter_from(k).take(GRANT_SCAN) {
+                if b.req > end || (len.is_some() && b.req == end) {
+                    break;
+                }
+                let meets = match len {
+                    None => b.start <= cur && b.end > cur,
+                    Some(_) => b.start < end && b.end > cur,
+                };
+                if meets && !(shared && b.shared) {
+                    (cur, prev, site) = (b.end, Some(b.cpu()), b.site);
+                    moved = true;
+                    break;
+                }
+            }
+            if !moved {
+                return (cur, prev, site);
+            }
+        }
+    }
+
     /// Holds requested after `req` (from `hi = self.pos(req)` on) that were granted before
     /// `end` and conflict with a hold `[start, end)`: they ran first in host order and are not
     /// delayed retroactively.
@@ -473,10 +506,41 @@ pub struct Held {
     requested: Ns,
 }
 
+/// How a request is granted when CPUs that ran ahead in their atomic steps have already booked
+/// holds requested after it (`kernel.lock_grant`; docs/reclaim.md, session 34). The kernel's
+/// qspinlock and rwsem wait lists are FIFO; the model cannot move a hold once booked, so each
+/// choice gets one thing wrong, and together they bracket an exclusive FIFO lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// After every conflicting hold requested before it, as FIFO orders them; a hold requested
+    /// later but booked earlier may overlap it (two holders; counted in `Locks::overlaps`).
+    #[default]
+    Fifo,
+    /// Also not while a later-requested hold is in progress at that instant (the lock is never
+    /// entered while held); a booked hold that starts inside it still overlaps. Work-conserving.
+    WaitHeld,
+    /// At the first gap after its FIFO grant that the whole section fits, past every conflicting
+    /// hold: exclusive, but a shorter gap stays idle, so it overstates waits. A hold whose
+    /// length is unknown at its grant ([`Sim::lock_acquire`]) is granted as `WaitHeld`.
+    GapFit,
+}
+
+impl Grant {
+    pub fn parse(s: &str) -> Grant {
+        match s {
+            "wait-held" => Grant::WaitHeld,
+            "gap-fit" => Grant::GapFit,
+            _ => Grant::Fifo,
+        }
+    }
+}
+
 /// All lock state of the machine.
 #[derive(Debug, Default)]
 pub struct Locks {
     pub enabled: bool,
+    /// `kernel.lock_grant`.
+    pub grant: Grant,
     /// Socket of each CPU, and the hand-off costs (ns): same socket, extra across sockets.
     sockets: Vec<u32>,
     handoff_ns: Ns,
@@ -616,7 +680,7 @@ impl Locks {
     /// Forget every hold and statistic (the machine's build is not part of the run).
     pub fn reset(&mut self) {
         let fresh = Locks::new(std::mem::take(&mut self.sockets), self.enabled, 0.0, 0.0);
-        *self = Locks { handoff_ns: self.handoff_ns, handoff_cross_ns: self.handoff_cross_ns, ..fresh };
+        *self = Locks { handoff_ns: self.handoff_ns, handoff_cross_ns: self.handoff_cross_ns, grant: self.grant, ..fresh };
     }
 
     fn cal(&mut self, id: LockId) -> &mut Calendar {
@@ -702,6 +766,12 @@ impl Locks {
         let (s, prev) = cal.find_at(k, t, shared);
         // Only a contended request looks for the hold it waits for.
         let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
+        let (s, prev, owner_site) = match self.grant {
+            Grant::Fifo => (s, prev, owner_site),
+            Grant::WaitHeld => cal.grant_past(k, s, prev, owner_site, None, shared),
+            // The window allows the largest hand-off, so the section fits whoever it follows.
+            Grant::GapFit => cal.grant_past(k, s, prev, owner_site, Some(work + self.handoff_ns + self.handoff_cross_ns), shared),
+        };
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
         let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
@@ -795,12 +865,17 @@ impl Sim {
             return Some(Held { id, cpu, start: t, shared, bounce: false, requested: t });
         }
         let site = self.prof.top(cpu) as u8;
-        let floor = self.locks.floor;
+        let (floor, grant) = (self.locks.floor, self.locks.grant);
         let cal = self.locks.cal(id);
         cal.prune(floor);
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
         let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
+        let (s, prev, owner_site) = match grant {
+            Grant::Fifo => (s, prev, owner_site),
+            // The section's length is unknown here: gap-fit grants it as wait-held does.
+            Grant::WaitHeld | Grant::GapFit => cal.grant_past(k, s, prev, owner_site, None, shared),
+        };
         // Booked with its end unknown (= start) and closed at release, so that requests made
         // meanwhile queue behind it; that booking waits until another operation on the
         // calendar needs it (most holds are released first and booked once, whole).
@@ -956,6 +1031,76 @@ mod tests {
     /// The calendar grants what the plain definition says, over random request sequences that
     /// arrive out of time order: the latest end of any conflicting hold requested at or before
     /// the request, or the request time.
+    /// `kernel.lock_grant`: a lagging request (t = 10) meets a hold requested later (at 20,
+    /// booked first by a CPU that ran ahead, held [20, 120)). FIFO grants it at once and the two
+    /// overlap; wait-held grants it at once too (the hold is not in progress at 10), but a
+    /// request that FIFO would grant inside the hold waits for its end; gap-fit places the
+    /// section in the first gap it fits, before the hold if it fits there, else after it.
+    #[test]
+    fn lock_grant_modes_place_a_lagging_request() {
+        let id = LockId::Lru(0);
+        // A calendar holding [20, 120), requested at 20 by CPU 0; then CPU 1 asks at `t`.
+        let grant_at = |grant, t, work| {
+            let mut l = Locks::new(vec![0, 0], true, 0.0, 0.0);
+            l.book(id, CpuId(0), 20, false, 100, 0);
+            l.grant = grant;
+            l.book(id, CpuId(1), t, false, work, 0).0
+        };
+        assert_eq!(grant_at(Grant::Fifo, 10, 50), 10);
+        assert_eq!(grant_at(Grant::WaitHeld, 10, 50), 10);
+        assert_eq!(grant_at(Grant::Fifo, 30, 50), 120, "requested after the hold: FIFO waits for it");
+        assert_eq!(grant_at(Grant::GapFit, 10, 5), 10, "5 ns fit before the hold");
+        assert_eq!(grant_at(Grant::GapFit, 10, 50), 120, "50 ns do not");
+        // Requested at 10 with the hold [20, 120) booked: wait-held starts at once, and a second
+        // lagging request at 25 (after the first, 10..60, but inside the hold) waits for it.
+        let mut l = Locks::new(vec![0, 0], true, 0.0, 0.0);
+        l.book(id, CpuId(0), 20, false, 100, 0);
+        l.grant = Grant::WaitHeld;
+        assert_eq!(l.book(id, CpuId(1), 10, false, 50, 0).0, 10);
+        assert_eq!(l.book(id, CpuId(1), 15, false, 5, 0).0, 120, "[20, 120) is in progress at 60, where FIFO grants it");
+        let mut f = Locks::new(vec![0, 0], true, 0.0, 0.0);
+        f.book(id, CpuId(0), 20, false, 100, 0);
+        f.book(id, CpuId(1), 10, false, 50, 0);
+        assert_eq!(f.book(id, CpuId(1), 15, false, 5, 0).0, 60, "FIFO: after the hold requested at 10 only");
+    }
+
+    /// Random lagging requests: with gap-fit no two exclusive holds overlap; with wait-held no
+    /// hold starts inside one booked before it; with FIFO they do.
+    #[test]
+    fn gap_fit_is_exclusive_and_wait_held_never_enters_a_held_lock() {
+        let id = LockId::Zone(0);
+        let (mut fifo_overlaps, mut fifo_inside) = (0, 0);
+        for grant in [Grant::Fifo, Grant::WaitHeld, Grant::GapFit] {
+            let mut rng = crate::engine::prng::Prng::new(11);
+            for _ in 0..50 {
+                let mut l = Locks::new(vec![0, 0, 1, 1], true, 40.0, 100.0);
+                l.grant = grant;
+                let mut holds: Vec<(Ns, Ns)> = Vec::new();
+                let mut clock = 1_000u64;
+                for _ in 0..200 {
+                    clock += rng.below(60);
+                    let t = clock.saturating_sub(rng.below(300));
+                    let work = rng.below(80);
+                    let cpu = CpuId(rng.below(4) as u32);
+                    let (s, h, _) = l.book(id, cpu, t, false, work, 0);
+                    let (s, e) = (s, s + h + work);
+                    let inside = holds.iter().any(|&(a, b)| a < s && s < b);
+                    let overlaps = holds.iter().any(|&(a, b)| a < e && s < b && e > s);
+                    match grant {
+                        Grant::Fifo => {
+                            fifo_overlaps += overlaps as u32;
+                            fifo_inside += inside as u32;
+                        }
+                        Grant::WaitHeld => assert!(!inside, "wait-held entered a held lock at {s}"),
+                        Grant::GapFit => assert!(!overlaps, "gap-fit overlapped at [{s}, {e})"),
+                    }
+                    holds.push((s, e));
+                }
+            }
+        }
+        assert!(fifo_overlaps > 0 && fifo_inside > 0, "the sequences must make FIFO overlap and enter held locks, or they test nothing");
+    }
+
     #[test]
     fn calendar_matches_brute_force_fifo() {
         let mut rng = crate::engine::prng::Prng::new(7);
