@@ -324,11 +324,18 @@ impl Calendar {
     /// `KFn::Other` (0): lock_stat's "contending point" is then unknown, never wrong.
     fn owner_site(&self, k: Cursor, s: Ns, owner: Option<u32>, shared: bool) -> u8 {
         let Some(owner) = owner else { return 0 };
-        self.q
-            .iter_rev_before(k)
-            .take(OWNER_SCAN)
-            .find(|(_, b)| b.end == s && b.cpu() == owner && !(shared && b.shared))
-            .map_or(0, |(_, b)| b.site)
+        let is_owner = |b: &Busy| b.end == s && b.cpu() == owner && !(shared && b.shared);
+        // The hold just before is the one nearly always: look at it without the iterator.
+        match self.q.before(k) {
+            Some(b) if is_owner(b) => b.site,
+            _ => self.owner_site_scan(k, is_owner),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn owner_site_scan(&self, k: Cursor, is_owner: impl Fn(&Busy) -> bool) -> u8 {
+        self.q.iter_rev_before(k).take(OWNER_SCAN).find(|(_, b)| is_owner(b)).map_or(0, |(_, b)| b.site)
     }
 
     /// Book a hold (in request order) and fix the prefix maxima after it.
@@ -394,6 +401,8 @@ impl Calendar {
     /// would overlap `[cur, cur + len)`. Holds are sorted by request time and none starts
     /// before it is requested, so the scan stops at the first requested at or after the end
     /// of the window; it looks at most [`GRANT_SCAN`] holds per pass.
+    #[cold]
+    #[inline(never)]
     fn grant_past(&self, k: Cursor, mut cur: Ns, mut prev: Option<u32>, mut site: u8, len: Option<Ns>, shared: bool) -> (Ns, Option<u32>, u8) {
         loop {
             let end = cur + len.unwrap_or(0);
@@ -539,8 +548,6 @@ impl Grant {
 #[derive(Debug, Default)]
 pub struct Locks {
     pub enabled: bool,
-    /// `kernel.lock_grant`.
-    pub grant: Grant,
     /// Socket of each CPU, and the hand-off costs (ns): same socket, extra across sockets.
     sockets: Vec<u32>,
     handoff_ns: Ns,
@@ -556,6 +563,8 @@ pub struct Locks {
     pub stats: [LockStat; 8],
     /// Open sections that overlapped an interval booked while they were open.
     pub overlaps: u64,
+    /// `kernel.lock_grant`.
+    pub grant: Grant,
 }
 
 /// Every lock instance's calendar.
@@ -766,11 +775,12 @@ impl Locks {
         let (s, prev) = cal.find_at(k, t, shared);
         // Only a contended request looks for the hold it waits for.
         let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
-        let (s, prev, owner_site) = match self.grant {
-            Grant::Fifo => (s, prev, owner_site),
-            Grant::WaitHeld => cal.grant_past(k, s, prev, owner_site, None, shared),
-            // The window allows the largest hand-off, so the section fits whoever it follows.
-            Grant::GapFit => cal.grant_past(k, s, prev, owner_site, Some(work + self.handoff_ns + self.handoff_cross_ns), shared),
+        let (s, prev, owner_site) = if self.grant == Grant::Fifo {
+            (s, prev, owner_site)
+        } else {
+            // The gap-fit window allows the largest hand-off, so the section fits whoever it follows.
+            let len = (self.grant == Grant::GapFit).then_some(work + self.handoff_ns + self.handoff_cross_ns);
+            cal.grant_past(k, s, prev, owner_site, len, shared)
         };
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
@@ -785,6 +795,7 @@ impl Sim {
     /// wait (spin or sleep) and the hand-off are charged here; the work is charged by the
     /// caller (before or after this call, as the code reads) — this only books the interval.
     /// Returns the wait in ns.
+    #[inline(always)]
     pub fn lock_section(&mut self, cpu: CpuId, id: LockId, mode: Mode, work_ns: f64) -> Ns {
         if !self.locks.enabled {
             return 0;
@@ -799,6 +810,7 @@ impl Sim {
 
     /// Book a section of `work` ns requested at `t` on lock `id`'s calendar, with its lock_stat
     /// figures and (irq-disabling locks) its interrupts-off interval. Returns (grant, hand-off).
+    #[inline(always)]
     fn book_section(&mut self, cpu: CpuId, id: LockId, t: Ns, shared: bool, work: Ns, site: KFn) -> (Ns, Ns) {
         let site = site as u8;
         let (s, handoff, owner_site) = if id.unbooked_read(shared) { (t, 0, 0) } else { self.locks.book(id, cpu, t, shared, work, site) };
@@ -871,11 +883,8 @@ impl Sim {
         let k = cal.pos(t);
         let (s, prev) = cal.find_at(k, t, shared);
         let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
-        let (s, prev, owner_site) = match grant {
-            Grant::Fifo => (s, prev, owner_site),
-            // The section's length is unknown here: gap-fit grants it as wait-held does.
-            Grant::WaitHeld | Grant::GapFit => cal.grant_past(k, s, prev, owner_site, None, shared),
-        };
+        // The section's length is unknown here: gap-fit grants it as wait-held does.
+        let (s, prev, owner_site) = if grant == Grant::Fifo { (s, prev, owner_site) } else { cal.grant_past(k, s, prev, owner_site, None, shared) };
         // Booked with its end unknown (= start) and closed at release, so that requests made
         // meanwhile queue behind it; that booking waits until another operation on the
         // calendar needs it (most holds are released first and booked once, whole).
