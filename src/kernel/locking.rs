@@ -395,6 +395,22 @@ impl Calendar {
         hi
     }
 
+    /// When a request at `t` (queue position `k = self.pos(t)`) is granted under `rule`: the
+    /// FIFO grant of [`Calendar::find_at`], moved by [`Calendar::grant_past`] for the other
+    /// rules (`gap_len`: the section's longest length, for gap-fit; None grants gap-fit as
+    /// wait-held). Returns (start, the owner of the hold it follows, that hold's site, 0 when
+    /// it waited for none).
+    #[inline]
+    fn grant(&self, k: Cursor, t: Ns, shared: bool, rule: Grant, gap_len: Option<Ns>) -> (Ns, Option<u32>, u8) {
+        let (s, prev) = self.find_at(k, t, shared);
+        // Only a contended request looks for the hold it waits for.
+        let site = if s > t { self.owner_site(k, s, prev, shared) } else { 0 };
+        if rule == Grant::Fifo {
+            return (s, prev, site);
+        }
+        self.grant_past(k, s, prev, site, if rule == Grant::GapFit { gap_len } else { None }, shared)
+    }
+
     /// [`Grant::WaitHeld`] and [`Grant::GapFit`]: move a grant `cur` (after `prev`'s hold, of
     /// site `site`) past the conflicting holds requested after it (from position `k` on) that
     /// it would meet: with `len` None, those in progress at `cur`; with `Some(len)`, those that
@@ -772,16 +788,8 @@ impl Locks {
         let cal = self.cals.get(id);
         cal.prune(floor);
         let k = cal.pos(t);
-        let (s, prev) = cal.find_at(k, t, shared);
-        // Only a contended request looks for the hold it waits for.
-        let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
-        let (s, prev, owner_site) = if self.grant == Grant::Fifo {
-            (s, prev, owner_site)
-        } else {
-            // The gap-fit window allows the largest hand-off, so the section fits whoever it follows.
-            let len = (self.grant == Grant::GapFit).then_some(work + self.handoff_ns + self.handoff_cross_ns);
-            cal.grant_past(k, s, prev, owner_site, len, shared)
-        };
+        // The gap-fit window allows the largest hand-off, so the section fits whoever it follows.
+        let (s, prev, owner_site) = cal.grant(k, t, shared, self.grant, Some(work + self.handoff_ns + self.handoff_cross_ns));
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
         let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
@@ -881,10 +889,8 @@ impl Sim {
         let cal = self.locks.cal(id);
         cal.prune(floor);
         let k = cal.pos(t);
-        let (s, prev) = cal.find_at(k, t, shared);
-        let owner_site = if s > t { cal.owner_site(k, s, prev, shared) } else { 0 };
         // The section's length is unknown here: gap-fit grants it as wait-held does.
-        let (s, prev, owner_site) = if grant == Grant::Fifo { (s, prev, owner_site) } else { cal.grant_past(k, s, prev, owner_site, None, shared) };
+        let (s, prev, owner_site) = cal.grant(k, t, shared, grant, None);
         // Booked with its end unknown (= start) and closed at release, so that requests made
         // meanwhile queue behind it; that booking waits until another operation on the
         // calendar needs it (most holds are released first and booked once, whole).
@@ -1037,9 +1043,6 @@ mod tests {
         assert_eq!(book(&mut c, 25, 10, 3, true), 120, "a reader queued after the writer waits for it");
     }
 
-    /// The calendar grants what the plain definition says, over random request sequences that
-    /// arrive out of time order: the latest end of any conflicting hold requested at or before
-    /// the request, or the request time.
     /// `kernel.lock_grant`: a lagging request (t = 10) meets a hold requested later (at 20,
     /// booked first by a CPU that ran ahead, held [20, 120)). FIFO grants it at once and the two
     /// overlap; wait-held grants it at once too (the hold is not in progress at 10), but a
@@ -1110,6 +1113,9 @@ mod tests {
         assert!(fifo_overlaps > 0 && fifo_inside > 0, "the sequences must make FIFO overlap and enter held locks, or they test nothing");
     }
 
+    /// The calendar grants what the plain definition says, over random request sequences that
+    /// arrive out of time order: the latest end of any conflicting hold requested at or before
+    /// the request, or the request time.
     #[test]
     fn calendar_matches_brute_force_fifo() {
         let mut rng = crate::engine::prng::Prng::new(7);
