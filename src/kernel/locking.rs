@@ -475,6 +475,10 @@ pub struct LockStat {
     /// Contentions by the site of the hold waited for: lock_stat's contending points.
     #[serde(skip)]
     pub contending_points: [u64; NKFN],
+    /// Not in the kernel's file: bookings of this class that overlap a hold requested later
+    /// but booked earlier by a CPU that ran ahead (two holders at once; docs/locking.md,
+    /// "Calendar"). A measure of the model's departure from an exclusive FIFO lock; JSON only.
+    pub mmsim_overlapping_holds: u64,
 }
 
 impl Default for LockStat {
@@ -492,6 +496,7 @@ impl Default for LockStat {
             holdtime_total: 0,
             contention_points: [0; NKFN],
             contending_points: [0; NKFN],
+            mmsim_overlapping_holds: 0,
         }
     }
 }
@@ -735,6 +740,12 @@ impl Locks {
     }
 
     /// Drop a PTE table's lock (the table was freed).
+    /// The last hold of `id`'s calendar in request order: (requested, start, end). For tests.
+    #[cfg(test)]
+    pub(crate) fn last_hold(&mut self, id: LockId) -> Option<(Ns, Ns, Ns)> {
+        self.cals.get(id).q.back().map(|b| (b.req, b.start, b.end))
+    }
+
     pub fn forget_ptl(&mut self, mm: MmId, table: u64) {
         self.cals.ptl.remove(&(mm.0, table));
     }
@@ -794,6 +805,7 @@ impl Locks {
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
         let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
         self.overlaps += overlap as u64;
+        self.stats[id.class() as usize].mmsim_overlapping_holds += overlap as u64;
         (s, h, owner_site)
     }
 }
@@ -948,6 +960,7 @@ impl Sim {
         };
         let overlap = cal.overlaps_from(hi, h.start, end, h.shared);
         self.locks.overlaps += overlap as u64;
+        self.locks.stats[class as usize].mmsim_overlapping_holds += overlap as u64;
         self.locks.stats[class as usize].hold(end - h.start, h.bounce);
         if class.irqs_off() {
             self.locks.irq_off(h.cpu, h.requested, end);

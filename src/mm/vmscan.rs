@@ -143,11 +143,31 @@ pub struct ReclaimTail {
     /// another CPU could isolate, migrate and free one while a CPU still caches a PTE this batch
     /// cleared (swarm seed 689). See `keep_or_putback()`.
     pub keep: Vec<(Pfn, bool)>,
+    /// The `move_folios_to_lru()` of each `shrink_inactive_list()` batch whose
+    /// `shrink_folio_list()` this tail ends: the batch's folios stay counted in NR_ISOLATED and
+    /// the putback takes the LRU lock only after the flush and the frees, as the kernel's
+    /// `shrink_inactive_list()` does once `shrink_folio_list()` has returned. Left to the next
+    /// step, the putback is booked on the lock at a step's start, when no CPU's clock is behind
+    /// it (docs/locking.md, "Calendar").
+    pub putback: Vec<Putback>,
+}
+
+/// One `shrink_inactive_list()` batch's `move_folios_to_lru()` under the node's LRU lock, and
+/// the NR_ISOLATED decrement after it ([`ReclaimTail::putback`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Putback {
+    pub node: u32,
+    /// Index into `Lruvec::nr_isolated`: 0 anon, 1 file.
+    pub file: u8,
+    /// Folios the batch isolated.
+    pub taken: u32,
+    /// Of them, the folios put back (not reclaimed): the lock section's length.
+    pub back: u32,
 }
 
 impl ReclaimTail {
     pub fn new(ncpus: usize) -> Self {
-        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new() }
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new(), putback: Vec::new() }
     }
 }
 
@@ -473,7 +493,7 @@ impl Sim {
     /// Leave the end of a shrink_folio_list() to the current task's next step, which runs it
     /// before anything else ([`Sim::finish_task_reclaim_tail`]); without a task, run it now.
     fn defer_reclaim_tail(&mut self, cpu: CpuId, mut tail: Box<ReclaimTail>) {
-        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() && tail.keep.is_empty() {
+        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() && tail.keep.is_empty() && tail.putback.is_empty() {
             return;
         }
         match self.cpus[cpu.0 as usize].current {
@@ -525,7 +545,7 @@ impl Sim {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
         let mut stat = ReclaimStat::default();
-        let ReclaimTail { batch, free_folios, luf_folios, keep } = &mut *tail;
+        let ReclaimTail { batch, free_folios, luf_folios, keep, .. } = &mut *tail;
         let batched = self.p.batched_unmap_flush;
         // Folios kswapd's pageout() started writing: one request on the device at the end.
         let mut pageout = Vec::new();
@@ -706,7 +726,7 @@ impl Sim {
     /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
     /// freed (all versions since 4.3).
     pub fn finish_reclaim_tail(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
-        let ReclaimTail { batch, free_folios, luf_folios, keep } = tail;
+        let ReclaimTail { batch, free_folios, luf_folios, keep, .. } = tail;
         self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
         // The caller's putback of what was not reclaimed (move_folios_to_lru(), or
         // reclaim_pages()'s folio_putback_lru()), after the flush.
@@ -715,6 +735,18 @@ impl Sim {
                 self.putback(pfn, active);
             }
             self.put_page(pfn);
+        }
+        self.finish_putbacks(cpu, tail);
+    }
+
+    /// The LRU lock sections of the `move_folios_to_lru()` calls left in `tail`, and the
+    /// NR_ISOLATED decrements after them (`shrink_inactive_list()`).
+    fn finish_putbacks(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
+        for Putback { node, file, taken, back } in tail.putback.drain(..) {
+            self.kfn_enter(cpu, KFn::ShrinkInactiveList);
+            self.lru_lock_work(cpu, node as usize, back as usize);
+            self.nodes[node as usize].lru.nr_isolated[file as usize] -= taken as u64;
+            self.kfn_exit(cpu);
         }
     }
 
@@ -929,9 +961,9 @@ impl Sim {
             self.nodes[node].kswapd_failures = 0;
         }
         self.trace(cpu, || crate::report::trace_log::TraceEvent::LruShrinkInactive { nid: node as u32, nr_scanned: taken as u64, nr_reclaimed: r, priority, file: inactive_lru == Lru::InactiveFile });
-        // move_folios_to_lru(): the folios not reclaimed go back under the lock.
-        self.lru_lock_work(cpu, node, taken - r as usize);
-        self.nodes[node].lru.nr_isolated[is_file(inactive_lru)] -= taken as u64;
+        // move_folios_to_lru(): the folios not reclaimed go back under the lock, after
+        // shrink_folio_list()'s flush and frees (the end of `tail`).
+        tail.putback.push(Putback { node: node as u32, file: is_file(inactive_lru) as u8, taken: taken as u32, back: (taken - r as usize) as u32 });
         self.kfn_exit(cpu);
         Some((taken, stat))
     }
@@ -990,7 +1022,16 @@ impl Sim {
     fn do_try_to_free_pages(&mut self, cpu: CpuId, nid: NodeId) -> u64 {
         let mut dr = self.direct_reclaim_begin(cpu, nid);
         let mut tail = ReclaimTail::new(self.cpus.len());
-        while !self.direct_reclaim_batch(cpu, &mut dr, &mut tail) {}
+        // Departure: the flushes and frees of every batch wait for the end of the call; each
+        // batch's putback does not (the free pages are counted when the call returns, the
+        // isolated ones must not stay counted across its batches).
+        loop {
+            let done = self.direct_reclaim_batch(cpu, &mut dr, &mut tail);
+            self.finish_putbacks(cpu, &mut tail);
+            if done {
+                break;
+            }
+        }
         self.finish_reclaim_tail(cpu, &mut tail);
         self.trace(cpu, || crate::report::trace_log::TraceEvent::DirectReclaimEnd { nr_reclaimed: dr.reclaimed });
         dr.reclaimed
@@ -1370,6 +1411,46 @@ mod tests {
         // ...the next reclaim was begun, not run: it is the task's next steps.
         assert!(s.task(t).direct_reclaim.is_some(), "the window's reclaim is deferred too");
         assert_eq!(s.vmstat.get(VmEvent::ALLOCSTALL), 2);
+    }
+
+    /// A stepped reclaim batch puts back what it did not reclaim only after its flush and
+    /// frees, at the start of the task's next step, as `shrink_inactive_list()` calls
+    /// `move_folios_to_lru()` after `shrink_folio_list()` returned: until then the batch's folios
+    /// count in NR_ISOLATED, and the putback's LRU lock section is booked at that step's clock.
+    #[test]
+    fn a_stepped_batch_puts_back_after_its_flush() {
+        let mut s = sim("linux-4.2", "sleep 1us");
+        let cpu = CpuId(0);
+        let t = Tid((s.tasks.len() - 1) as u32);
+        s.cpus[0].current = Some(t);
+        let filler = s.file_get_or_create("filler", 1 << 20);
+        let mut off = 0;
+        while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
+            let pfn = s.page_cache_alloc_add(cpu, filler, off).expect("above min");
+            // Locked (as under readahead I/O): shrink_folio_list() keeps it.
+            s.frames[pfn.0 as usize].flags |= pg::LOCKED;
+            off += 1;
+        }
+        s.lru_add_drain(cpu);
+        let lru = |s: &Sim| s.locks.stats[crate::kernel::locking::LockClass::LruLock as usize].acquisitions;
+        let before = lru(&s);
+        let dr = s.direct_reclaim_begin(cpu, NodeId(0));
+        s.task_mut(t).direct_reclaim = Some(Box::new(dr));
+        assert!(s.direct_reclaim_step(cpu, t));
+        // The isolation only; the batch is still isolated and its putback pending.
+        assert_eq!(lru(&s), before + 1);
+        let tail = s.task(t).reclaim_tail.as_ref().expect("the batch's end waits for the next step");
+        assert_eq!(tail.putback.len(), 1);
+        let Putback { taken, back, .. } = tail.putback[0];
+        assert!(taken > 0 && back == taken, "{:?}", tail.putback);
+        assert_eq!(s.nodes[0].lru.nr_isolated[1], taken as u64);
+        let at = s.cpus[0].clock;
+        assert!(s.finish_task_reclaim_tail(cpu, t));
+        assert_eq!(lru(&s), before + 2);
+        assert_eq!(s.nodes[0].lru.nr_isolated[1], 0);
+        // The putback's section is the calendar's last hold, requested at the step's clock.
+        let (req, _, end) = s.locks.last_hold(crate::kernel::locking::LockId::Lru(0)).expect("a hold");
+        assert!(req == at && end > at, "putback hold requested at {req}, ends at {end}; the step began at {at}");
     }
 
     /// A zero-fill fault's folio starts on the active anon list before 5.9 and on the inactive

@@ -68,6 +68,9 @@ pub struct Barrier {
     pub passed: u64,
     /// When the last thread reached barrier `passed - 1` (its release time).
     pub released_ns: Ns,
+    /// The release before that one (barrier `passed - 2`): after the last barrier, when the
+    /// threads were let into the last matrix.
+    pub prev_released_ns: Ns,
     /// Threads that have reached barrier `passed` so far, and the latest of their clocks.
     pub arrived: u64,
     pub last_arrival_ns: Ns,
@@ -106,6 +109,11 @@ pub struct LlmState {
 }
 
 impl LlmState {
+    /// The thread's process, as an index into `Sim::llm_barriers`.
+    pub fn proc_idx(&self) -> usize {
+        self.proc_idx
+    }
+
     /// First page (in the model) and length of matrix `mat` of `layer`.
     fn matrix(&self, layer: u64, mat: usize) -> (u64, u64) {
         let per_layer = self.model.1 / self.layers;
@@ -260,6 +268,7 @@ impl Sim {
                     b.last_arrival_ns = b.last_arrival_ns.max(now);
                     if b.arrived == st.nthreads {
                         b.passed = k + 1;
+                        b.prev_released_ns = b.released_ns;
                         b.released_ns = b.last_arrival_ns;
                         b.arrived = 0;
                         b.last_arrival_ns = 0;
