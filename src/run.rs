@@ -343,7 +343,15 @@ impl Sim {
         // Kernel work the task owes before its program goes on: the end of a reclaim, a NUMA
         // hint fault's migration, a batch of a fault's direct reclaim, a NUMA scan
         // (task_numa_work on the way back to user space).
-        if self.finish_task_reclaim_tail(cpu, t) || self.numa_migrate_step(cpu, t) || self.direct_reclaim_step(cpu, t) {
+        if self.finish_task_reclaim_tail(cpu, t) || self.numa_migrate_step(cpu, t) {
+            self.kick(cpu);
+            return;
+        }
+        // A direct reclaim throttled on its node's pfmemalloc_wait sleeps (mm/vmscan.rs).
+        if self.throttle_direct_reclaim_step(cpu, t) {
+            return;
+        }
+        if self.direct_reclaim_step(cpu, t) {
             self.kick(cpu);
             return;
         }

@@ -298,6 +298,9 @@ pub struct Node {
     /// `pgdat->kswapd_failures`: balance_pgdat() runs in a row that reclaimed nothing; at
     /// MAX_RECLAIM_RETRIES the node is hopeless and kswapd is left asleep.
     pub kswapd_failures: u32,
+    /// `pgdat->pfmemalloc_wait`: direct reclaimers throttled by `throttle_direct_reclaim()`
+    /// until kswapd finds the node's free pages above half its min watermark (mm/vmscan.rs).
+    pub pfmemalloc_wait: Vec<Tid>,
     /// ZONE_RECLAIM_ACTIVE and ZONE_BELOW_HIGH of the node's zone (mm/page_alloc.rs).
     pub zone_flags: crate::mm::page_alloc::ZoneFlags,
 }
@@ -953,6 +956,7 @@ impl Sim {
                 kswapd_pass: None,
                 kswapd_run_reclaimed: 0,
                 kswapd_failures: 0,
+                pfmemalloc_wait: Vec::new(),
                 zone_flags: Default::default(),
             });
             start += nr;

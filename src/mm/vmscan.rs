@@ -84,6 +84,19 @@ pub struct DirectReclaim {
     pub reclaimed: u64,
     /// PGSCAN_DIRECT when the call started (4.2's flusher wakeup).
     scanned_before: u64,
+    /// `throttle_direct_reclaim()`, which the stepped call runs before its first batch.
+    throttle: Throttle,
+}
+
+/// Where a stepped direct reclaim is in `throttle_direct_reclaim()`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Throttle {
+    /// Not checked yet: the call's first step checks.
+    Check,
+    /// Asleep on the node's `pfmemalloc_wait`; woken, it checks again (wait_event_killable()).
+    Waiting,
+    /// Passed: reclaim goes on.
+    Done,
 }
 
 /// One `shrink_node()` of a direct reclaim: the list pair being scanned, what is left of its
@@ -1042,7 +1055,76 @@ impl Sim {
     pub fn direct_reclaim_begin(&mut self, cpu: CpuId, nid: NodeId) -> DirectReclaim {
         self.vmstat.count(VmEvent::ALLOCSTALL);
         self.trace(cpu, || crate::report::trace_log::TraceEvent::DirectReclaimBegin);
-        DirectReclaim { nid, priority: DEF_PRIORITY, i: 0, node: None, reclaimed: 0, scanned_before: self.vmstat.get(VmEvent::PGSCAN_DIRECT) }
+        DirectReclaim { nid, priority: DEF_PRIORITY, i: 0, node: None, reclaimed: 0, scanned_before: self.vmstat.get(VmEvent::PGSCAN_DIRECT), throttle: Throttle::Check }
+    }
+
+    /// `pfmemalloc_watermark_ok()` (3.6 to 4.x; `allow_direct_reclaim()` from 4.11): may a
+    /// direct reclaimer of `node` go on? Yes while the node's free pages (NR_FREE_PAGES, the
+    /// buddy's: pages on pcp lists do not count) exceed half its min watermark, or when the
+    /// node has no reclaimable page (4.2 skips such zones) or kswapd gave it up as hopeless
+    /// (4.11+, c73322d098e4; applied to every version here, since the model's kswapd gives up
+    /// a node in every version). When not, the node's kswapd is woken ("kswapd must be awake if
+    /// processes are being throttled").
+    pub(crate) fn allow_direct_reclaim(&mut self, node: usize, now: Ns) -> bool {
+        let n = &self.nodes[node];
+        if n.kswapd_failures >= MAX_RECLAIM_RETRIES {
+            return true;
+        }
+        let l = &n.lru.lists;
+        let file = l[Lru::InactiveFile as usize].len + l[Lru::ActiveFile as usize].len;
+        let anon = if self.swap.nr_free() > 0 { l[Lru::InactiveAnon as usize].len + l[Lru::ActiveAnon as usize].len } else { 0 };
+        if n.wmark.min == 0 || file + anon == 0 {
+            return true;
+        }
+        let ok = n.nr_free > n.wmark.min / 2;
+        if !ok {
+            self.wake_kswapd_wait(node, now);
+        }
+        ok
+    }
+
+    /// At the start of a task's step: `throttle_direct_reclaim()` of the direct reclaim its
+    /// fault left pending, before the call's first batch (`try_to_free_pages()` runs it
+    /// before `do_try_to_free_pages()`). If the allocating node's free pages are at or below
+    /// half its min watermark, the task sleeps on the node's `pfmemalloc_wait` until kswapd
+    /// wakes it (each pass of balance_pgdat() that leaves the node above that line, and when
+    /// kswapd goes to sleep), counted as pgscan_direct_throttle; woken, it checks again. Then
+    /// it reclaims as it would have. Returns true if the task went to sleep (the step is spent).
+    /// Kernel threads are not throttled; nor is the synchronous path (`do_try_to_free_pages()`
+    /// in one step, for allocations that cannot wait for a later step: a departure).
+    pub fn throttle_direct_reclaim_step(&mut self, cpu: CpuId, t: Tid) -> bool {
+        let Some(dr) = self.task(t).direct_reclaim.as_deref() else { return false };
+        let (node, state) = (dr.nid.0 as usize, dr.throttle);
+        if state == Throttle::Done {
+            return false;
+        }
+        let now = self.cpus[cpu.0 as usize].clock;
+        let wait = self.task(t).mm.is_some() && self.nodes[node].kswapd.is_some() && !self.allow_direct_reclaim(node, now);
+        let dr = self.task_mut(t).direct_reclaim.as_deref_mut().expect("checked above");
+        if !wait {
+            dr.throttle = Throttle::Done;
+            return false;
+        }
+        dr.throttle = Throttle::Waiting;
+        if state == Throttle::Check {
+            self.vmstat.count(VmEvent::PGSCAN_DIRECT_THROTTLE);
+        }
+        self.nodes[node].pfmemalloc_wait.push(t);
+        self.block_current(cpu, None);
+        true
+    }
+
+    /// `wake_up_all(&pgdat->pfmemalloc_wait)` by `node`'s kswapd at `now`: after a pass of
+    /// balance_pgdat() if the node allows direct reclaim again, or unconditionally when
+    /// kswapd goes to sleep (`prepare_kswapd_sleep()`; a woken task that still finds the node
+    /// short sleeps again).
+    fn wake_pfmemalloc_waiters(&mut self, node: usize, now: Ns, force: bool) {
+        if self.nodes[node].pfmemalloc_wait.is_empty() || !(force || self.allow_direct_reclaim(node, now)) {
+            return;
+        }
+        for t in std::mem::take(&mut self.nodes[node].pfmemalloc_wait) {
+            self.wake_up(t, now);
+        }
     }
 
     /// Run `dr` up to its next `shrink_inactive_list()` batch (false: more to do) or to its end
@@ -1218,6 +1300,12 @@ impl Sim {
         self.nodes[node].zone_flags.reclaim_active = true;
         let sleep = self.balance_pgdat(cpu, node);
         self.kfn_exit(cpu);
+        // Direct reclaimers throttled on the node: woken after a pass that leaves it above half
+        // its min watermark, and when kswapd sleeps.
+        if self.wb.throttled[node].is_none() && (sleep || self.nodes[node].kswapd_pass.is_none()) {
+            let now = self.cpus[cpu.0 as usize].clock;
+            self.wake_pfmemalloc_waiters(node, now, sleep);
+        }
         match self.wb.throttled[node] {
             Some(th) => {
                 // The stall comes after shrink_folio_list() returned: its flush and frees are
@@ -1451,6 +1539,65 @@ mod tests {
         // The putback's section is the calendar's last hold, requested at the step's clock.
         let (req, _, end) = s.locks.last_hold(crate::kernel::locking::LockId::Lru(0)).expect("a hold");
         assert!(req == at && end > at, "putback hold requested at {req}, ends at {end}; the step began at {at}");
+    }
+
+    /// `throttle_direct_reclaim()`: a user task whose node is at or below half its min
+    /// watermark sleeps on pfmemalloc_wait before its first reclaim batch (counted once) and is
+    /// woken by kswapd; woken while the node is still short, it sleeps again.
+    #[test]
+    fn direct_reclaim_is_throttled_until_kswapd_wakes_it() {
+        for preset in ["linux-4.2", "linux-6.18"] {
+            let mut s = sim(preset, "sleep 1us");
+            let cpu = CpuId(0);
+            let t = Tid((s.tasks.len() - 1) as u32);
+            assert!(s.task(t).mm.is_some(), "the workload's task");
+            s.cpus[0].current = Some(t);
+            let filler = s.file_get_or_create("filler", 1 << 20);
+            let mut off = 0;
+            while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
+                s.page_cache_alloc_add(cpu, filler, off).expect("above min");
+                off += 1;
+            }
+            s.lru_add_drain(cpu);
+            // Below half the min watermark (allocations that may dip into the reserves).
+            let mut taken = Vec::new();
+            while s.nodes[0].nr_free > s.nodes[0].wmark.min / 2 {
+                taken.push(s.alloc_pages_node_nocheck(NodeId(0), 0).expect("free pages"));
+            }
+            let kswapd = s.nodes[0].kswapd.expect("kswapd");
+            let dr = s.direct_reclaim_begin(cpu, NodeId(0));
+            s.task_mut(t).direct_reclaim = Some(Box::new(dr));
+            assert!(s.throttle_direct_reclaim_step(cpu, t), "{preset}: throttled");
+            assert_eq!(s.vmstat.get(VmEvent::PGSCAN_DIRECT_THROTTLE), 1);
+            assert_eq!(s.task(t).state, TaskState::Blocked);
+            assert_eq!(s.nodes[0].pfmemalloc_wait, vec![t]);
+            // (kswapd is awake already: the filling woke it below the low watermark.)
+            assert_eq!(s.task(kswapd).state, TaskState::Runnable);
+            // Woken while the node is still short (kswapd going to sleep wakes everyone): the
+            // task checks again and sleeps again, not counted twice.
+            s.nodes[0].pfmemalloc_wait.clear();
+            s.task_mut(t).state = TaskState::Runnable;
+            s.cpus[0].current = Some(t);
+            assert!(s.throttle_direct_reclaim_step(cpu, t));
+            assert_eq!(s.vmstat.get(VmEvent::PGSCAN_DIRECT_THROTTLE), 1);
+            assert_eq!(s.nodes[0].pfmemalloc_wait, vec![t]);
+            // Memory comes back; kswapd's pass (here it finds the node balanced and sleeps)
+            // wakes the task, which then reclaims.
+            for p in taken {
+                s.free_page(p);
+            }
+            s.drain_pcp(0);
+            assert!(s.nodes[0].nr_free > s.nodes[0].wmark.min / 2);
+            let kcpu = CpuId(1);
+            s.cpus[1].current = Some(kswapd);
+            while !matches!(s.kswapd_step(kcpu, 0), KswapdNext::Sleep) {}
+            assert!(s.nodes[0].pfmemalloc_wait.is_empty());
+            assert_eq!(s.task(t).state, TaskState::Runnable, "{preset}: kswapd woke it");
+            s.cpus[0].current = Some(t);
+            assert!(!s.throttle_direct_reclaim_step(cpu, t), "{preset}: the node is above half its min now");
+            assert!(s.direct_reclaim_step(cpu, t), "the reclaim goes on");
+            assert_eq!(s.vmstat.get(VmEvent::PGSCAN_DIRECT_THROTTLE), 1);
+        }
     }
 
     /// A zero-fill fault's folio starts on the active anon list before 5.9 and on the inactive

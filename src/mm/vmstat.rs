@@ -89,6 +89,9 @@ vm_events! {
     // direct reclaim that made progress (mm/page_alloc.rs), including those that found a
     // drain in progress and returned (4.11+).
     DRAIN_ALL_PAGES => "mmsim_drain_all_pages",
+    // throttle_direct_reclaim() (3.6+): a direct reclaimer found its node's free pages at or
+    // below half its min watermark and waited for kswapd (mm/vmscan.rs).
+    PGSCAN_DIRECT_THROTTLE => "pgscan_direct_throttle",
     // Add further counters at the end, each with its kernel name.
 }
 
