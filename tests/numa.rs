@@ -136,8 +136,8 @@ fn migration_walks_the_rmap_under_the_anon_vma_and_pte_locks() {
     let class = |s: &Sim, c: LockClass| s.locks.stats[c as usize];
     let av = class(&v512, LockClass::AnonVmaRwsem);
     // Nothing else in this scenario walks an anon rmap (no reclaim).
-    assert_eq!(av.acquisitions, 2 * migrated, "anon_vma rwsem taken {} times for {migrated} migrations", av.acquisitions);
+    assert_eq!(av.read.acquisitions, 2 * migrated, "anon_vma rwsem read {} times for {migrated} migrations", av.read.acquisitions);
     let ptl = class(&v512, LockClass::Ptl);
     let deliver = v512.p.ipi_deliver_ns as u64;
-    assert!(ptl.holdtime_max >= deliver, "the PTE lock's longest hold {} ns is shorter than an IPI's delivery {deliver} ns", ptl.holdtime_max);
+    assert!(ptl.write.holdtime_max >= deliver, "the PTE lock's longest hold {} ns is shorter than an IPI's delivery {deliver} ns", ptl.write.holdtime_max);
 }

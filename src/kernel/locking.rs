@@ -456,9 +456,11 @@ impl Calendar {
     }
 }
 
-/// /proc/lock_stat counters of one class (times in ns).
-#[derive(Clone, Copy, Debug, serde::Serialize)]
-pub struct LockStat {
+/// One line of /proc/lock_stat: a class's exclusive or shared acquisitions, lockdep's
+/// `write_waittime`/`write_holdtime` or `read_waittime`/`read_holdtime` (`struct lock_time`)
+/// with their bounces (times in ns).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct LockTimes {
     pub con_bounces: u64,
     pub contentions: u64,
     pub waittime_min: Ns,
@@ -469,46 +471,13 @@ pub struct LockStat {
     pub holdtime_min: Ns,
     pub holdtime_max: Ns,
     pub holdtime_total: Ns,
-    /// Contentions by the waiter's site (`KFn as usize`): lock_stat's contention points.
-    #[serde(skip)]
-    pub contention_points: [u64; NKFN],
-    /// Contentions by the site of the hold waited for: lock_stat's contending points.
-    #[serde(skip)]
-    pub contending_points: [u64; NKFN],
-    /// Not in the kernel's file: bookings of this class that overlap a hold requested later
-    /// but booked earlier by a CPU that ran ahead (two holders at once; docs/locking.md,
-    /// "Calendar"). A measure of the model's departure from an exclusive FIFO lock; JSON only.
-    pub mmsim_overlapping_holds: u64,
 }
 
-impl Default for LockStat {
-    fn default() -> Self {
-        LockStat {
-            con_bounces: 0,
-            contentions: 0,
-            waittime_min: 0,
-            waittime_max: 0,
-            waittime_total: 0,
-            acq_bounces: 0,
-            acquisitions: 0,
-            holdtime_min: 0,
-            holdtime_max: 0,
-            holdtime_total: 0,
-            contention_points: [0; NKFN],
-            contending_points: [0; NKFN],
-            mmsim_overlapping_holds: 0,
-        }
-    }
-}
-
-impl LockStat {
-    /// A contended acquisition from `site` that waited `w` for a hold taken at `owner_site`.
-    fn wait(&mut self, w: Ns, bounce: bool, site: u8, owner_site: u8) {
+impl LockTimes {
+    fn wait(&mut self, w: Ns, bounce: bool) {
         if self.contentions == 0 || w < self.waittime_min {
             self.waittime_min = w;
         }
-        self.contention_points[site as usize] += 1;
-        self.contending_points[owner_site as usize] += 1;
         self.contentions += 1;
         self.con_bounces += bounce as u64;
         self.waittime_max = self.waittime_max.max(w);
@@ -522,6 +491,69 @@ impl LockStat {
         self.acq_bounces += bounce as u64;
         self.holdtime_max = self.holdtime_max.max(h);
         self.holdtime_total += h;
+    }
+    /// Both lines as one (the class's totals).
+    pub fn merged(&self, o: &LockTimes) -> LockTimes {
+        let min = |a: Ns, na: u64, b: Ns, nb: u64| match (na, nb) {
+            (0, _) => b,
+            (_, 0) => a,
+            _ => a.min(b),
+        };
+        LockTimes {
+            con_bounces: self.con_bounces + o.con_bounces,
+            contentions: self.contentions + o.contentions,
+            waittime_min: min(self.waittime_min, self.contentions, o.waittime_min, o.contentions),
+            waittime_max: self.waittime_max.max(o.waittime_max),
+            waittime_total: self.waittime_total + o.waittime_total,
+            acq_bounces: self.acq_bounces + o.acq_bounces,
+            acquisitions: self.acquisitions + o.acquisitions,
+            holdtime_min: min(self.holdtime_min, self.acquisitions, o.holdtime_min, o.acquisitions),
+            holdtime_max: self.holdtime_max.max(o.holdtime_max),
+            holdtime_total: self.holdtime_total + o.holdtime_total,
+        }
+    }
+}
+
+/// /proc/lock_stat counters of one class: exclusive and shared acquisitions apart, as lockdep
+/// keeps them (its `-W` and `-R` lines).
+#[derive(Clone, Copy, Debug)]
+pub struct LockStat {
+    /// Exclusive acquisitions: spinlocks, rwsem writers.
+    pub write: LockTimes,
+    /// Shared acquisitions: rwsem readers.
+    pub read: LockTimes,
+    /// Contentions by the waiter's site (`KFn as usize`): lock_stat's contention points.
+    pub contention_points: [u64; NKFN],
+    /// Contentions by the site of the hold waited for: lock_stat's contending points.
+    pub contending_points: [u64; NKFN],
+    /// Not in the kernel's file: bookings of this class that overlap a hold requested later
+    /// but booked earlier by a CPU that ran ahead (two holders at once; docs/locking.md,
+    /// "Calendar"). A measure of the model's departure from an exclusive FIFO lock; JSON only.
+    pub mmsim_overlapping_holds: u64,
+}
+
+impl Default for LockStat {
+    fn default() -> Self {
+        LockStat { write: LockTimes::default(), read: LockTimes::default(), contention_points: [0; NKFN], contending_points: [0; NKFN], mmsim_overlapping_holds: 0 }
+    }
+}
+
+impl LockStat {
+    /// The class's totals over both lines.
+    pub fn total(&self) -> LockTimes {
+        self.write.merged(&self.read)
+    }
+    fn line(&mut self, shared: bool) -> &mut LockTimes {
+        if shared { &mut self.read } else { &mut self.write }
+    }
+    /// A contended acquisition from `site` that waited `w` for a hold taken at `owner_site`.
+    fn wait(&mut self, shared: bool, w: Ns, bounce: bool, site: u8, owner_site: u8) {
+        self.contention_points[site as usize] += 1;
+        self.contending_points[owner_site as usize] += 1;
+        self.line(shared).wait(w, bounce);
+    }
+    fn hold(&mut self, shared: bool, h: Ns, bounce: bool) {
+        self.line(shared).hold(h, bounce);
     }
 }
 
@@ -838,9 +870,9 @@ impl Sim {
         let class = id.class();
         let st = &mut self.locks.stats[class as usize];
         if s > t {
-            st.wait(s - t, bounce, site, owner_site);
+            st.wait(shared, s - t, bounce, site, owner_site);
         }
-        st.hold(handoff + work, bounce);
+        st.hold(shared, handoff + work, bounce);
         if class.irqs_off() {
             self.locks.irq_off(cpu, t, s + handoff + work);
         }
@@ -909,7 +941,7 @@ impl Sim {
         cal.open = Some(Open { req: t, start: s, cpu: cpu.0, shared, site, at: k });
         let handoff = self.locks.handoff(cpu, prev);
         if s > t {
-            self.locks.stats[class as usize].wait(s - t, handoff > 0, site, owner_site);
+            self.locks.stats[class as usize].wait(shared, s - t, handoff > 0, site, owner_site);
         }
         self.lock_wait(cpu, class, s - t, handoff);
         Some(Held { id, cpu, start: s, shared, bounce: handoff > 0, requested: t })
@@ -941,7 +973,7 @@ impl Sim {
         let class = h.id.class();
         if h.id.unbooked_read(h.shared) {
             // Not booked (LockClass::readers_only); a read hold overlaps no other.
-            self.locks.stats[class as usize].hold(end - h.start, h.bounce);
+            self.locks.stats[class as usize].hold(h.shared, end - h.start, h.bounce);
             return;
         }
         let cal = self.locks.cals.get_unsettled(h.id);
@@ -961,7 +993,7 @@ impl Sim {
         let overlap = cal.overlaps_from(hi, h.start, end, h.shared);
         self.locks.overlaps += overlap as u64;
         self.locks.stats[class as usize].mmsim_overlapping_holds += overlap as u64;
-        self.locks.stats[class as usize].hold(end - h.start, h.bounce);
+        self.locks.stats[class as usize].hold(h.shared, end - h.start, h.bounce);
         if class.irqs_off() {
             self.locks.irq_off(h.cpu, h.requested, end);
         }
@@ -1289,8 +1321,9 @@ mod tests {
             sim.cpus[c].clock += 30;
             sim.lock_release(h);
         }
-        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].acquisitions, 3);
-        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].holdtime_total, 90);
+        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].read.acquisitions, 3);
+        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].read.holdtime_total, 90);
+        assert_eq!(sim.locks.stats[LockClass::IMmapRwsem as usize].write.acquisitions, 0, "read-locked: the -R line only");
         assert!(sim.locks.cals.i_mmap.is_empty(), "read holds of i_mmap_rwsem are not booked");
     }
 }

@@ -1520,7 +1520,7 @@ mod tests {
             off += 1;
         }
         s.lru_add_drain(cpu);
-        let lru = |s: &Sim| s.locks.stats[crate::kernel::locking::LockClass::LruLock as usize].acquisitions;
+        let lru = |s: &Sim| s.locks.stats[crate::kernel::locking::LockClass::LruLock as usize].write.acquisitions;
         let before = lru(&s);
         let dr = s.direct_reclaim_begin(cpu, NodeId(0));
         s.task_mut(t).direct_reclaim = Some(Box::new(dr));

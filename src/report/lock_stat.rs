@@ -5,7 +5,7 @@
 use serde::Serialize;
 use std::fmt::Write;
 
-use crate::kernel::locking::LOCK_CLASSES;
+use crate::kernel::locking::{LockTimes, LOCK_CLASSES};
 use crate::kernel::profile::KFn;
 use crate::sim::Sim;
 
@@ -13,8 +13,16 @@ use crate::sim::Sim;
 #[derive(Clone, Debug, Serialize)]
 pub struct LockStatRow {
     pub class: String,
+    /// The class's totals (exclusive and shared acquisitions together).
     #[serde(flatten)]
-    pub stat: crate::kernel::locking::LockStat,
+    pub stat: LockTimes,
+    /// Exclusive acquisitions (spinlocks, rwsem writers): the `-W` line of a class that has
+    /// both, the class's only line otherwise.
+    pub write: LockTimes,
+    /// Shared acquisitions (rwsem readers): the `-R` line.
+    pub read: LockTimes,
+    /// Not the kernel's: see [`crate::kernel::locking::LockStat::mmsim_overlapping_holds`].
+    pub mmsim_overlapping_holds: u64,
     /// Contentions by where the waiter took the lock (lock_stat's contention points), most
     /// first; every site, where /proc/lock_stat prints four.
     pub contention_points: Vec<LockPoint>,
@@ -52,8 +60,16 @@ pub fn lock_stat_rows(sim: &Sim) -> Vec<LockStatRow> {
     let mut rows: Vec<LockStatRow> = LOCK_CLASSES
         .iter()
         .map(|&c| {
-            let stat = sim.locks.stats[c as usize];
-            LockStatRow { class: c.name(v).to_string(), stat, contention_points: points(&stat.contention_points), contending_points: points(&stat.contending_points) }
+            let st = &sim.locks.stats[c as usize];
+            LockStatRow {
+                class: c.name(v).to_string(),
+                stat: st.total(),
+                write: st.write,
+                read: st.read,
+                mmsim_overlapping_holds: st.mmsim_overlapping_holds,
+                contention_points: points(&st.contention_points),
+                contending_points: points(&st.contending_points),
+            }
         })
         .filter(|r| r.stat.acquisitions > 0 || r.stat.contentions > 0)
         .collect();
@@ -88,11 +104,12 @@ const RULE: usize = 40 + 1 + 12 * (14 + 1);
 const LOCKSTAT_POINTS: usize = 4;
 
 /// /proc/lock_stat text in the layout of kernel/locking/lockdep_proc.c (`seq_header()`,
-/// `seq_stats()`): one line per class, then, for a class that was contended, up to four
-/// contention points and four contending points, each block under a rule as wide as the name.
-/// Departures: a site is a modelled function's name, with no address (printed as
+/// `seq_stats()`): one line per class (an rwsem taken both ways has a `-W` and a `-R` line, one
+/// only read-locked a `-R` line), then, for a class that was contended, up to four contention
+/// points and four contending points, each block under a rule as wide as the name (and its
+/// suffix). Departures: a site is a modelled function's name, with no address (printed as
 /// `[<0000000000000000>]`) or offset; the four printed are the most frequent, where the
-/// kernel keeps the first four it met; rwsems have one line, not `-W` and `-R` lines.
+/// kernel keeps the first four it met.
 pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
     let mut s = String::from("lock_stat version 0.4\n");
     let rule = "-".repeat(RULE);
@@ -104,30 +121,21 @@ pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
     );
     let _ = writeln!(s, "{rule}\n");
     for r in rows {
+        // seq_stats(): the write line ("%40s:", or "%38s-W:" when there are readers too), then
+        // the read line ("%38s-R:"); readers widen the rule over the points by the suffix.
+        let both = r.write.acquisitions > 0 && r.read.acquisitions > 0;
+        for (line, suffix) in [(&r.write, if both { "-W" } else { "" }), (&r.read, "-R")] {
+            if line.acquisitions == 0 {
+                continue;
+            }
+            let name = format!("{:>w$}{suffix}", r.class, w = 40 - suffix.len());
+            let _ = writeln!(s, "{name}:{}", lock_times(line));
+        }
         let t = &r.stat;
-        let wavg = t.waittime_total.checked_div(t.contentions).unwrap_or(0);
-        let havg = t.holdtime_total.checked_div(t.acquisitions).unwrap_or(0);
-        let _ = writeln!(
-            s,
-            "{:>40}:{:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}",
-            r.class,
-            t.con_bounces,
-            t.contentions,
-            us(t.waittime_min),
-            us(t.waittime_max),
-            us(t.waittime_total),
-            us(wavg),
-            t.acq_bounces,
-            t.acquisitions,
-            us(t.holdtime_min),
-            us(t.holdtime_max),
-            us(t.holdtime_total),
-            us(havg)
-        );
         if t.contentions == 0 {
             continue;
         }
-        let namelen = r.class.len().min(40);
+        let namelen = (r.class.len() + if r.read.acquisitions > 0 { 2 } else { 0 }).min(40);
         let mut last = 0;
         for block in [&r.contention_points, &r.contending_points] {
             last = block.len().min(LOCKSTAT_POINTS);
@@ -143,6 +151,28 @@ pub fn format_lock_stat(rows: &[LockStatRow]) -> String {
         }
     }
     s
+}
+
+/// The twelve columns after a class name: `seq_lock_time()` of the waits and of the holds, each
+/// after its bounces.
+fn lock_times(t: &LockTimes) -> String {
+    let wavg = t.waittime_total.checked_div(t.contentions).unwrap_or(0);
+    let havg = t.holdtime_total.checked_div(t.acquisitions).unwrap_or(0);
+    format!(
+        "{:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}",
+        t.con_bounces,
+        t.contentions,
+        us(t.waittime_min),
+        us(t.waittime_max),
+        us(t.waittime_total),
+        us(wavg),
+        t.acq_bounces,
+        t.acquisitions,
+        us(t.holdtime_min),
+        us(t.holdtime_max),
+        us(t.holdtime_total),
+        us(havg)
+    )
 }
 
 /// `perf report --children --sort symbol` text over the simulated busy time.
@@ -164,12 +194,15 @@ pub fn format_profile(rows: &[ProfileRow], scenario: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::locking::LockStat;
 
     fn row(class: &str, contentions: u64, points: &[(&str, u64)]) -> LockStatRow {
-        let stat = LockStat { contentions, con_bounces: contentions, acquisitions: 10, acq_bounces: 3, waittime_total: 12_345, waittime_max: 9_995, holdtime_total: 1_000, ..LockStat::default() };
+        let write = LockTimes { contentions, con_bounces: contentions, acquisitions: 10, acq_bounces: 3, waittime_total: 12_345, waittime_max: 9_995, holdtime_total: 1_000, ..LockTimes::default() };
+        rw_row(class, write, LockTimes::default(), points)
+    }
+
+    fn rw_row(class: &str, write: LockTimes, read: LockTimes, points: &[(&str, u64)]) -> LockStatRow {
         let p: Vec<LockPoint> = points.iter().map(|&(s, c)| LockPoint { symbol: s.into(), contentions: c }).collect();
-        LockStatRow { class: class.into(), stat, contention_points: p.clone(), contending_points: p }
+        LockStatRow { class: class.into(), stat: write.merged(&read), write, read, mmsim_overlapping_holds: 0, contention_points: p.clone(), contending_points: p }
     }
 
     /// The layout of lockdep_proc.c: rules 221 wide, the class name right-aligned in 40 with the
@@ -201,5 +234,25 @@ mod tests {
         assert_eq!(lines[18], "");
         assert!(lines[19].starts_with(&format!("{:>40}:", "&mapping->i_pages")));
         assert_eq!(lines.len(), 20, "an uncontended class is one line");
+    }
+
+    /// An rwsem: `%38s-W:` then `%38s-R:` when it was taken both ways, `-R` alone when only
+    /// read-locked; the rule over its points is two dashes wider (the suffix).
+    #[test]
+    fn rwsems_have_write_and_read_lines() {
+        let w = LockTimes { acquisitions: 4, contentions: 1, waittime_total: 2_000, ..LockTimes::default() };
+        let r = LockTimes { acquisitions: 7, contentions: 2, waittime_total: 3_000, ..LockTimes::default() };
+        let text = format_lock_stat(&[rw_row("&mm->mmap_lock", w, r, &[("a", 3)]), rw_row("&anon_vma->rwsem", LockTimes::default(), r, &[])]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[5].starts_with(&format!("{:>38}-W:", "&mm->mmap_lock")), "{}", lines[5]);
+        assert_eq!(lines[5].len(), 220);
+        assert!(lines[5][41..].starts_with(&format!("{:>14} {:>14} ", 0, 1)), "write contentions: {}", lines[5]);
+        assert!(lines[6].starts_with(&format!("{:>38}-R:", "&mm->mmap_lock")), "{}", lines[6]);
+        assert!(lines[6][41..].starts_with(&format!("{:>14} {:>14} ", 0, 2)), "read contentions: {}", lines[6]);
+        assert_eq!(lines[7], format!("{}{}", " ".repeat(40 - 16), "-".repeat(16)));
+        assert_eq!(lines[8], format!("{:>40} {:>14} {:>29} a", "&mm->mmap_lock", 3, "[<0000000000000000>]"));
+        let ro = lines.iter().find(|l| l.contains("&anon_vma->rwsem")).expect("the read-only class");
+        assert!(ro.starts_with(&format!("{:>38}-R:", "&anon_vma->rwsem")), "{ro}");
+        assert!(!text.contains("&anon_vma->rwsem-W"));
     }
 }
