@@ -333,13 +333,11 @@ fn batched_flush_reproduction_meets_issue_11_irq_criteria() {
 /// KNOWN MISSES (issue 11, docs/reclaim.md): published, 24.4% elapsed gain on the 4-node
 /// machine (band 14-34%), 19.5% on one socket (band 10-29%), the single socket's below the
 /// 4-node's, and 34.6 us of system time per reclaimed page before the patch on the 4-node
-/// machine (within 2x). Since the lock calendars stopped dropping future holds and direct
-/// reclaim runs in steps (sessions 17-18) the model gives, at 1/16 with 3 seeds, 40.3% and
-/// 35.9% (both above their bands; the single socket's now below the 4-node's), and 6.86 us per
-/// page: the seed's 4-socket machine spent ~5x more system time per page, ~13x its single
-/// socket's, and the model ~1.45x. (Before the fix, 17.9
-/// us per page was "within 2x" only because every CPU of a node waited up to 0.5 s for an LRU
-/// lock.) Kept, ignored, until the missing mechanism is found:
+/// machine (within 2x). The model gives, at 1/16 with one seed (session 35, 2026-11-29),
+/// 23.4% and 29.1% (the single socket's above its band and above the 4-node's) and 9.45 us per
+/// page: the seed's 4-socket machine spent ~3.7x more system time per page, ~13x its single
+/// socket's, and the model ~1.5x. At full scale with 3 seeds: 13.1% (below its band) and
+/// 22.3%, 10.3 us per page. Kept, ignored, until the missing mechanism is found:
 /// `cargo test --release -- --ignored elapsed_gains`.
 #[test]
 #[ignore = "known miss of the model, issue 11: the single-socket elapsed gain (above its band and the 4-node gain) and the 4-node time per page"]
