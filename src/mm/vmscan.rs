@@ -1439,6 +1439,27 @@ mod tests {
         Sim::build(&cfg).unwrap()
     }
 
+    /// Node 0 filled with page cache to just above its min watermark (the LRU batch drained),
+    /// the workload's task current on CPU 0; `locked`: every page locked, as under readahead
+    /// I/O (reclaim keeps them).
+    fn near_min(preset: &str, locked: bool) -> (Sim, CpuId, Tid) {
+        let mut s = sim(preset, "sleep 1us");
+        let cpu = CpuId(0);
+        let t = Tid((s.tasks.len() - 1) as u32);
+        s.cpus[0].current = Some(t);
+        let filler = s.file_get_or_create("filler", 1 << 20);
+        let mut off = 0;
+        while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
+            let pfn = s.page_cache_alloc_add(cpu, filler, off).expect("above min");
+            if locked {
+                s.frames[pfn.0 as usize].flags |= pg::LOCKED;
+            }
+            off += 1;
+        }
+        s.lru_add_drain(cpu);
+        (s, cpu, t)
+    }
+
     /// Before 4.10 the inactive file list is kept at half the file pages; from 4.10 (and for
     /// anon, in every version, but from the node's size before 4.10) at 1 / int_sqrt(10 x GB).
     #[test]
@@ -1471,18 +1492,8 @@ mod tests {
     /// (docs/performance.md, "Session 18").
     #[test]
     fn the_readahead_rest_defers_its_own_reclaim() {
-        let mut s = sim("linux-4.2", "sleep 1us");
-        let cpu = CpuId(0);
-        let t = Tid((s.tasks.len() - 1) as u32);
-        s.cpus[0].current = Some(t);
         // Page cache down to just above the min watermark, all of it reclaimable.
-        let filler = s.file_get_or_create("filler", 1 << 20);
-        let mut off = 0;
-        while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
-            s.page_cache_alloc_add(cpu, filler, off).expect("above min");
-            off += 1;
-        }
-        s.lru_add_drain(cpu);
+        let (mut s, cpu, t) = near_min("linux-4.2", false);
         let rest = s.file_get_or_create("rest", 1024);
         let dr = s.direct_reclaim_begin(cpu, NodeId(0));
         s.task_mut(t).direct_reclaim = Some(Box::new(dr));
@@ -1507,19 +1518,8 @@ mod tests {
     /// count in NR_ISOLATED, and the putback's LRU lock section is booked at that step's clock.
     #[test]
     fn a_stepped_batch_puts_back_after_its_flush() {
-        let mut s = sim("linux-4.2", "sleep 1us");
-        let cpu = CpuId(0);
-        let t = Tid((s.tasks.len() - 1) as u32);
-        s.cpus[0].current = Some(t);
-        let filler = s.file_get_or_create("filler", 1 << 20);
-        let mut off = 0;
-        while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
-            let pfn = s.page_cache_alloc_add(cpu, filler, off).expect("above min");
-            // Locked (as under readahead I/O): shrink_folio_list() keeps it.
-            s.frames[pfn.0 as usize].flags |= pg::LOCKED;
-            off += 1;
-        }
-        s.lru_add_drain(cpu);
+        // Every page locked: shrink_folio_list() keeps them all.
+        let (mut s, cpu, t) = near_min("linux-4.2", true);
         let lru = |s: &Sim| s.locks.stats[crate::kernel::locking::LockClass::LruLock as usize].write.acquisitions;
         let before = lru(&s);
         let dr = s.direct_reclaim_begin(cpu, NodeId(0));
@@ -1547,18 +1547,8 @@ mod tests {
     #[test]
     fn direct_reclaim_is_throttled_until_kswapd_wakes_it() {
         for preset in ["linux-4.2", "linux-6.18"] {
-            let mut s = sim(preset, "sleep 1us");
-            let cpu = CpuId(0);
-            let t = Tid((s.tasks.len() - 1) as u32);
+            let (mut s, cpu, t) = near_min(preset, false);
             assert!(s.task(t).mm.is_some(), "the workload's task");
-            s.cpus[0].current = Some(t);
-            let filler = s.file_get_or_create("filler", 1 << 20);
-            let mut off = 0;
-            while s.nodes[0].nr_free > s.nodes[0].wmark.min + 8 {
-                s.page_cache_alloc_add(cpu, filler, off).expect("above min");
-                off += 1;
-            }
-            s.lru_add_drain(cpu);
             // Below half the min watermark (allocations that may dip into the reserves).
             let mut taken = Vec::new();
             while s.nodes[0].nr_free > s.nodes[0].wmark.min / 2 {
