@@ -231,6 +231,17 @@ impl Profile {
         self.stacks[cpu.0 as usize].last().map_or(KFn::Other, |fr| fr.f)
     }
 
+    /// The functions on `cpu`'s stack, outermost first, at most `N` of them (the outermost).
+    pub fn frames<const N: usize>(&self, cpu: CpuId) -> ([KFn; N], usize) {
+        let mut out = [KFn::Other; N];
+        let st = &self.stacks[cpu.0 as usize];
+        let n = st.len().min(N);
+        for (o, fr) in out.iter_mut().zip(st) {
+            *o = fr.f;
+        }
+        (out, n)
+    }
+
     /// Forget any stack left by an aborted path (called at the start of a step); what its
     /// frames were charged stays theirs.
     pub fn reset_stack(&mut self, cpu: CpuId) {

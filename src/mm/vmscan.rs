@@ -163,6 +163,10 @@ pub struct ReclaimTail {
     /// step, the putback is booked on the lock at a step's start, when no CPU's clock is behind
     /// it (docs/locking.md, "Calendar").
     pub putback: Vec<Putback>,
+    /// The kernel functions the reclaim ran under (outermost first; `frames.1` of them), so
+    /// that its end, left to the task's next step, is charged to the same stack in the profile
+    /// (kswapd, or a fault's try_to_free_pages()), as it is in the kernel.
+    pub frames: ([KFn; 4], usize),
 }
 
 /// One `shrink_inactive_list()` batch's `move_folios_to_lru()` under the node's LRU lock, and
@@ -180,7 +184,7 @@ pub struct Putback {
 
 impl ReclaimTail {
     pub fn new(ncpus: usize) -> Self {
-        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new(), putback: Vec::new() }
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new(), putback: Vec::new(), frames: ([KFn::Other; 4], 0) }
     }
 }
 
@@ -510,7 +514,10 @@ impl Sim {
             return;
         }
         match self.cpus[cpu.0 as usize].current {
-            Some(t) => self.task_mut(t).reclaim_tail = Some(tail),
+            Some(t) => {
+                tail.frames = self.prof.frames(cpu);
+                self.task_mut(t).reclaim_tail = Some(tail);
+            }
             None => self.finish_reclaim_tail(cpu, &mut tail),
         }
     }
@@ -520,7 +527,14 @@ impl Sim {
     pub fn finish_task_reclaim_tail(&mut self, cpu: CpuId, t: Tid) -> bool {
         match self.task_mut(t).reclaim_tail.take() {
             Some(mut tail) => {
+                let (frames, n) = tail.frames;
+                for &f in &frames[..n] {
+                    self.kfn_enter(cpu, f);
+                }
                 self.finish_reclaim_tail(cpu, &mut tail);
+                for _ in 0..n {
+                    self.kfn_exit(cpu);
+                }
                 true
             }
             None => false,
@@ -1515,7 +1529,8 @@ mod tests {
     /// A stepped reclaim batch puts back what it did not reclaim only after its flush and
     /// frees, at the start of the task's next step, as `shrink_inactive_list()` calls
     /// `move_folios_to_lru()` after `shrink_folio_list()` returned: until then the batch's folios
-    /// count in NR_ISOLATED, and the putback's LRU lock section is booked at that step's clock.
+    /// count in NR_ISOLATED, and the putback's LRU lock section is booked at that step's clock,
+    /// charged in the profile under the functions the reclaim ran under.
     #[test]
     fn a_stepped_batch_puts_back_after_its_flush() {
         // Every page locked: shrink_folio_list() keeps them all.
@@ -1533,7 +1548,9 @@ mod tests {
         assert!(taken > 0 && back == taken, "{:?}", tail.putback);
         assert_eq!(s.nodes[0].lru.nr_isolated[1], taken as u64);
         let at = s.cpus[0].clock;
+        let charged = s.prof.children_ns(KFn::TryToFreePages);
         assert!(s.finish_task_reclaim_tail(cpu, t));
+        assert!(s.prof.children_ns(KFn::TryToFreePages) > charged, "the reclaim's end is charged under try_to_free_pages, in the next step too");
         assert_eq!(lru(&s), before + 2);
         assert_eq!(s.nodes[0].lru.nr_isolated[1], 0);
         // The putback's section is the calendar's last hold, requested at the step's clock.
