@@ -1325,7 +1325,9 @@ impl Sim {
                 // The stall comes after shrink_folio_list() returned: its flush and frees are
                 // done before kswapd sleeps, not left to its next step.
                 let mut tail = self.take_reclaim_tail(cpu);
+                self.kfn_enter(cpu, KFn::Kswapd);
                 self.finish_reclaim_tail(cpu, &mut tail);
+                self.kfn_exit(cpu);
                 KswapdNext::Throttled(th.until)
             }
             None if sleep => {
