@@ -27,7 +27,7 @@
 //! Departures: no optimistic spinning of rwsem writers on a running owner (waits are sleeps),
 //! no lock stealing or MCS queue order beyond "first fit in time", no reader/writer fairness
 //! beyond the calendar's order; an open section (hold unknown) is booked at release, so a
-//! request booked meanwhile at a later time may overlap it (counted in `overlaps`).
+//! request booked meanwhile at a later time may overlap it (counted in `overlaps()`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -575,7 +575,7 @@ pub struct Held {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Grant {
     /// After every conflicting hold requested before it, as FIFO orders them; a hold requested
-    /// later but booked earlier may overlap it (two holders; counted in `Locks::overlaps`).
+    /// later but booked earlier may overlap it (two holders; counted in `Locks::overlaps()`).
     #[default]
     Fifo,
     /// Also not while a later-requested hold is in progress at that instant (the lock is never
@@ -614,8 +614,6 @@ pub struct Locks {
     /// Per CPU: recent interrupts-off intervals (start, end), oldest first.
     irq_off: Vec<VecDeque<(Ns, Ns)>>,
     pub stats: [LockStat; 8],
-    /// Open sections that overlapped an interval booked while they were open.
-    pub overlaps: u64,
     /// `kernel.lock_grant`.
     pub grant: Grant,
 }
@@ -771,13 +769,19 @@ impl Locks {
         self.irq_off[cpu.0 as usize].iter().fold(t, |at, &(s, e)| if (s <= at) & (at < e) { e } else { at })
     }
 
-    /// Drop a PTE table's lock (the table was freed).
+    /// Bookings that overlap another CPU's hold, over every class (each class's
+    /// `mmsim_overlapping_holds`).
+    pub fn overlaps(&self) -> u64 {
+        self.stats.iter().map(|s| s.mmsim_overlapping_holds).sum()
+    }
+
     /// The last hold of `id`'s calendar in request order: (requested, start, end). For tests.
     #[cfg(test)]
     pub(crate) fn last_hold(&mut self, id: LockId) -> Option<(Ns, Ns, Ns)> {
         self.cals.get(id).q.back().map(|b| (b.req, b.start, b.end))
     }
 
+    /// Drop a PTE table's lock (the table was freed).
     pub fn forget_ptl(&mut self, mm: MmId, table: u64) {
         self.cals.ptl.remove(&(mm.0, table));
     }
@@ -836,7 +840,6 @@ impl Locks {
         let h = handoff_ns(&self.sockets, self.handoff_ns, self.handoff_cross_ns, cpu, prev);
         let k = cal.insert_at(k, t, s, s + h + work, cpu.0, shared, site);
         let overlap = cal.overlaps_from(cal.q.next(k), s, s + h + work, shared);
-        self.overlaps += overlap as u64;
         self.stats[id.class() as usize].mmsim_overlapping_holds += overlap as u64;
         (s, h, owner_site)
     }
@@ -991,7 +994,6 @@ impl Sim {
             }
         };
         let overlap = cal.overlaps_from(hi, h.start, end, h.shared);
-        self.locks.overlaps += overlap as u64;
         self.locks.stats[class as usize].mmsim_overlapping_holds += overlap as u64;
         self.locks.stats[class as usize].hold(h.shared, end - h.start, h.bounce);
         if class.irqs_off() {
@@ -1285,7 +1287,7 @@ mod tests {
                     proptest::prop_assert_eq!(t + wait, s);
                 }
             }
-            proptest::prop_assert_eq!(sim.locks.overlaps, eager.overlaps);
+            proptest::prop_assert_eq!(sim.locks.overlaps(), eager.overlaps());
         }
         if compare_holds {
             for lock in 0..2 {

@@ -1324,10 +1324,9 @@ impl Sim {
             Some(th) => {
                 // The stall comes after shrink_folio_list() returned: its flush and frees are
                 // done before kswapd sleeps, not left to its next step.
-                let mut tail = self.take_reclaim_tail(cpu);
-                self.kfn_enter(cpu, KFn::Kswapd);
-                self.finish_reclaim_tail(cpu, &mut tail);
-                self.kfn_exit(cpu);
+                if let Some(t) = self.cpus[cpu.0 as usize].current {
+                    self.finish_task_reclaim_tail(cpu, t);
+                }
                 KswapdNext::Throttled(th.until)
             }
             None if sleep => {
