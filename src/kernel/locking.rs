@@ -1277,7 +1277,7 @@ mod tests {
                     let end = sim.now(c).max(s);
                     let cal = eager.cals.get(h.id);
                     let hi = cal.close(h.requested, cpu, end);
-                    eager.overlaps += cal.overlaps_from(hi, s, end, h.shared) as u64;
+                    eager.stats[h.id.class() as usize].mmsim_overlapping_holds += cal.overlaps_from(hi, s, end, h.shared) as u64;
                     sim.lock_release(Some(h));
                 }
                 (_, open) => {
