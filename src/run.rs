@@ -272,6 +272,7 @@ impl Sim {
                         self.locks.sweep();
                     }
                     loop {
+                        self.step_horizon = horizon;
                         self.step_cpu(cpu, horizon);
                         steps += 1;
                         if self.oracle.is_some() && steps % STRUCTURE_CHECK_STEPS == 0 {
@@ -297,6 +298,7 @@ impl Sim {
                         self.cpus[ci].scheduled = false;
                     }
                     self.running_cpu = None;
+                    self.step_horizon = Ns::MAX;
                     if self.cpus[ci].scheduled {
                         requeue = Some((self.cpus[ci].clock, ev.id));
                     }
@@ -352,6 +354,12 @@ impl Sim {
             return;
         }
         if self.direct_reclaim_step(cpu, t) {
+            self.kick(cpu);
+            return;
+        }
+        // The rest of a readahead window a fault's step left when its CPU ran ahead of the
+        // others (mm/readahead.rs `RaCut`).
+        if self.readahead_rest_step(cpu, t) {
             self.kick(cpu);
             return;
         }

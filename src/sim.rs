@@ -870,14 +870,18 @@ pub struct Sim {
     pub pcpu_drain: (Ns, Ns),
     /// The CPU whose steps the event loop is running now.
     pub running_cpu: Option<CpuId>,
+    /// The time of the next event the loop has queued when the running CPU's step began (the
+    /// earliest another CPU can act): a step whose clock passes it runs ahead of the other
+    /// CPUs ([`Sim::ahead_of_others`]).
+    pub step_horizon: Ns,
     /// Set while a fault whose access the workload replays is handled: an allocation that
     /// needs direct reclaim then leaves it to the task's next steps ([`Sim::alloc_pages`]).
     pub defer_direct_reclaim: bool,
     /// An allocation of the fault being handled left its direct reclaim to the task's next
     /// steps: the fault's out-of-memory result means "retry the access after it".
     pub direct_reclaim_deferred: bool,
-    /// The readahead window the deferring allocation stopped (`Sim::replayable` gives it to
-    /// the task).
+    /// The readahead window the deferring allocation stopped, or that stopped to let the other
+    /// CPUs catch up (`Sim::replayable` gives it to the task).
     pub ra_cut: Option<crate::mm::readahead::RaCut>,
     /// Tasks the run still waits for (counts_for_completion and not dead).
     pub live_tasks: u32,
@@ -1036,6 +1040,7 @@ impl Sim {
             oom_events: 0,
             end_ns: 0,
             running_cpu: None,
+            step_horizon: Ns::MAX,
             defer_direct_reclaim: false,
             direct_reclaim_deferred: false,
             ra_cut: None,
@@ -1080,6 +1085,13 @@ impl Sim {
         sim.frames[z.0 as usize].flags |= pg::ZERO;
         sim.zero_pfn = z;
         sim
+    }
+
+    /// Has `cpu`'s clock passed the earliest time another CPU can act (the next queued event)?
+    /// A step that goes on from there books its lock requests ahead of the other CPUs'.
+    pub(crate) fn ahead_of_others(&self, cpu: CpuId) -> bool {
+        let next = self.step_horizon.min(self.events.peek_time().unwrap_or(Ns::MAX));
+        self.cpus[cpu.0 as usize].clock > next
     }
 
     #[inline]

@@ -9,7 +9,8 @@
 //! (madvise hints are not in the op language); no large folios (order 0); one I/O per window,
 //! queued on the file device (block/mod.rs: latency `cost.block_read_4k_ns`, bandwidth
 //! `cost.block_read_bytes_per_ns` shared by every reader); a fault that needs the data sleeps
-//! until the read completes.
+//! until the read completes; a window of a sparse file's holes whose CPU runs ahead of the
+//! other CPUs is finished after the faulting page's fault, in the task's next steps (`RaCut`).
 
 use crate::kernel::profile::KFn;
 use crate::mm::vmstat::VmEvent;
@@ -44,8 +45,11 @@ fn get_next_ra_size(cur: u64, max: u64) -> u64 {
     }
 }
 
-/// The part of a readahead window not read because an allocation left its direct reclaim to
-/// the task's next steps: `start..end` of `file`, with the PG_readahead page if it is in it.
+/// The part of a readahead window not read in the fault's step: `start..end` of `file`, with
+/// the PG_readahead page if it is in it. Either an allocation left its direct reclaim to the
+/// task's next steps (the rest is read after it), or the CPU ran past the next other CPU's
+/// time in a window of holes (the rest is read in the task's next steps,
+/// [`Sim::readahead_rest_step`]; docs/locking.md, "Steps that run ahead").
 #[derive(Clone, Copy, Debug)]
 pub struct RaCut {
     pub file: FileId,
@@ -140,15 +144,46 @@ impl Sim {
         }
     }
 
+    /// At the start of a task's step: the rest of a readahead window that a fault's step left
+    /// when its CPU ran ahead of the others ([`RaCut`]), read before the task goes on. True if
+    /// there was one (the step is spent on it). A rest that waits for a direct reclaim is read
+    /// by that reclaim's last step ([`Sim::direct_reclaim_step`]).
+    pub fn readahead_rest_step(&mut self, cpu: CpuId, t: Tid) -> bool {
+        if self.task(t).direct_reclaim.is_some() {
+            return false;
+        }
+        let Some(cut) = self.task_mut(t).ra_rest.take() else { return false };
+        // Still inside the fault that started the window.
+        self.kfn_enter(cpu, KFn::HandleMmFault);
+        self.kfn_enter(cpu, KFn::FilemapFault);
+        self.replayable(cpu, |s| s.page_cache_ra_rest(cpu, cut));
+        self.kfn_exit(cpu);
+        self.kfn_exit(cpu);
+        true
+    }
+
     /// [`Sim::page_cache_ra`] with the PG_readahead page given (None: no async tail).
     fn page_cache_ra_marked(&mut self, cpu: CpuId, file: FileId, start: u64, size: u64, mark: Option<u64>, want: Option<u64>) -> Option<Pfn> {
         self.kfn_enter(cpu, KFn::PageCacheRa);
         let (mut read, mut got) = (Vec::new(), None);
         // do_page_cache_ra(): nothing past i_size (the faulting page is always inside it).
         let limit = self.page_cache_limit().min(self.files[file.0 as usize].size.max(want.map_or(0, |w| w + 1)));
+        let sparse = self.files[file.0 as usize].sparse;
         for pgoff in start..(start + size).min(limit) {
             if self.files[file.0 as usize].page(pgoff).is_some() {
                 continue;
+            }
+            if !read.is_empty() && sparse && want.is_none_or(|w| pgoff > w) && self.defer_direct_reclaim && self.locks.enabled && self.ahead_of_others(cpu) {
+                // This CPU has run past the time the next other CPU acts: the rest of the
+                // window waits for the task's next step, so that its locks (i_pages, the pcp
+                // refill's zone->lock, the lru_add drain's LRU lock) are requested in time
+                // order with the other CPUs' (docs/locking.md, "Steps that run ahead"). Not a kernel
+                // behaviour: the kernel's loop runs on while the other CPUs run. Only a window
+                // of holes (no I/O: one request per window is kept) and past the faulting
+                // page (the fault completes) is split.
+                self.ra_cut = Some(RaCut { file, start: pgoff, end: (start + size).min(limit), mark });
+                self.mark("readahead window split");
+                break;
             }
             let Some(pfn) = self.page_cache_alloc_add(cpu, file, pgoff) else {
                 if self.direct_reclaim_deferred {
@@ -222,5 +257,54 @@ impl Sim {
         }
         let now = self.cpus[cpu.0 as usize].clock;
         self.files[file.0 as usize].ra.inflight.iter().any(|w| pgoff >= w.0 && pgoff < w.1 && now < w.2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sim() -> (Sim, CpuId, Tid) {
+        let text = "[machine]\ncpus = 2\nmem_per_node_mib = 64\n[[workload.thread]]\ncpu = 0\nops = \"sleep 1us\"\n";
+        let cfg = crate::config::load_str("ra.toml", text, &[]).unwrap();
+        let mut s = Sim::build(&cfg).unwrap();
+        let t = Tid((s.tasks.len() - 1) as u32);
+        s.cpus[0].current = Some(t);
+        (s, CpuId(0), t)
+    }
+
+    /// A window of holes whose CPU has run past the next other CPU's time stops after the
+    /// faulting page, which the fault gets; the rest is read at the start of the task's next
+    /// steps, one page a step while the CPU stays ahead, with the PG_readahead marker where the
+    /// whole window would have put it. With no other CPU to wait for, the window is read at once.
+    #[test]
+    fn a_window_waits_for_the_other_cpus() {
+        let (mut s, cpu, t) = sim();
+        let holes = s.file_get_or_create_sparse("holes", 1024, true);
+        let cached = |s: &Sim, n: u64| (0..n).filter(|&p| s.files[holes.0 as usize].page(p).is_some()).count();
+        // Another CPU acts at time 0: after any work this one is ahead of it.
+        s.step_horizon = 0;
+        // Read-around at 0: the window is [0, 32) with its async tail from 24.
+        let got = s.replayable(cpu, |s| s.filemap_fault(cpu, holes, 0));
+        assert_eq!(got.ok(), s.files[holes.0 as usize].page(0));
+        assert_eq!(cached(&s, 64), 1, "the fault's own page only");
+        let cut = s.task(t).ra_rest.expect("the rest waits for the task's next step");
+        assert_eq!((cut.start, cut.end, cut.mark), (1, 32, Some(24)));
+        let mut steps = 0;
+        while s.readahead_rest_step(cpu, t) {
+            steps += 1;
+        }
+        assert_eq!(steps, 31, "one page a step");
+        assert_eq!(cached(&s, 64), 32);
+        for p in 0..32 {
+            let flags = s.frames[s.files[holes.0 as usize].page(p).unwrap().0 as usize].flags;
+            assert_eq!(flags & pg::READAHEAD != 0, p == 24, "page {p}");
+        }
+        // Alone: the fault at the marker reads the next window, [32, 64), in its own step.
+        s.step_horizon = Ns::MAX;
+        while s.events.pop().is_some() {}
+        s.replayable(cpu, |s| s.filemap_fault(cpu, holes, 24)).unwrap();
+        assert!(s.task(t).ra_rest.is_none());
+        assert_eq!(cached(&s, 128), 64);
     }
 }
