@@ -77,7 +77,8 @@ struct Seen {
     /// Occurrences in the per-CPU lru_add batches.
     batch: u16,
     /// Held by kernel work in flight between two steps of a task: a reclaim's frees waiting
-    /// for its flush (`Task::reclaim_tail`), a NUMA hint fault's isolated folio
+    /// for its flush and the folios of a batch that paused (`Task::reclaim_tail`), a NUMA hint
+    /// fault's isolated folio
     /// (`TaskNuma::pending`). Each holds one reference and keeps the folio off the LRU.
     inflight: u16,
     /// Page-cache slots naming the frame.
@@ -394,7 +395,8 @@ impl Sim {
     fn count_in_flight(&self, seen: &mut [Seen]) {
         for t in &self.tasks {
             if let Some(tail) = &t.reclaim_tail {
-                for &p in tail.free_folios.iter().chain(&tail.luf_folios).chain(tail.keep.iter().map(|(p, _)| p)) {
+                let paused = tail.paused.iter().flat_map(|b| b.rest());
+                for &p in tail.free_folios.iter().chain(&tail.luf_folios).chain(tail.keep.iter().map(|(p, _)| p)).chain(paused) {
                     seen[p.0 as usize].inflight += 1;
                 }
             }

@@ -16,9 +16,13 @@
 //! the same scenario and seed give byte-identical output.
 //!
 //! Departure from real time: an IPI is handled on the target at its arrival time, but the target
-//! may already have simulated a few steps past that time (at most one step, since the sender is
-//! the earliest CPU); those steps are ordered before the flush. The interrupt's cost is added to
-//! the target's clock.
+//! may already have simulated a few steps past that time (at most one step, since the sender was
+//! the earliest CPU when its step began); those steps are ordered before the flush. The
+//! interrupt's cost is added to the target's clock. The other way round, an IPI sent late in a
+//! long step reaches a target that has not run up to its arrival, whose interrupts-off sections
+//! then are not known yet: so the long kernel loops that send IPIs or take contended locks (a
+//! reclaim batch's folios, a readahead window's pages) end their step once the CPU's clock
+//! passes the next event (`Sim::ahead_of_others`), and go on in the task's next step.
 
 pub mod chunked;
 pub mod prng;

@@ -133,6 +133,13 @@ pub struct ReclaimStat {
     pub nr_immediate: u64,
 }
 
+impl ReclaimStat {
+    /// The counts of two parts of one `shrink_folio_list()` call, together.
+    fn plus(self, o: ReclaimStat) -> ReclaimStat {
+        ReclaimStat { nr_reclaimed: self.nr_reclaimed + o.nr_reclaimed, nr_unqueued_dirty: self.nr_unqueued_dirty + o.nr_unqueued_dirty, nr_writeback: self.nr_writeback + o.nr_writeback, nr_immediate: self.nr_immediate + o.nr_immediate }
+    }
+}
+
 /// The end of a `shrink_folio_list()` call: the task's unmap batch (`current->tlb_ubc`) with
 /// the flushes deferred by its unmaps, and the folios to free once that batch is flushed.
 ///
@@ -142,8 +149,9 @@ pub struct ReclaimStat {
 /// of one SWAP_CLUSTER_MAX batch take microseconds while other CPUs run. kswapd and
 /// MADV_PAGEOUT (`reclaim_pages()`) therefore end their step after the unmaps and run the flush
 /// and the frees at the start of the task's next step (`Task::reclaim_tail`); other CPUs whose
-/// clocks are earlier run in between. Direct reclaim, which runs inside an allocation that
-/// needs the freed pages at once, ends it in the same step.
+/// clocks are earlier run in between. So does a fault's direct reclaim run in steps
+/// (`DirectReclaim`); the synchronous one (`do_try_to_free_pages()`) ends it in the same step.
+/// A stepped batch may also stop between two folios ([`PausedBatch`]).
 #[derive(Clone, Debug)]
 pub struct ReclaimTail {
     pub batch: TlbUnmapBatch,
@@ -167,6 +175,53 @@ pub struct ReclaimTail {
     /// that its end, left to the task's next step, is charged to the same stack in the profile
     /// (kswapd, or a fault's try_to_free_pages()), as it is in the kernel.
     pub frames: ([KFn; 4], usize),
+    /// A `shrink_inactive_list()` batch whose `shrink_folio_list()` stopped between two folios
+    /// because its CPU had run past the other CPUs ([`PausedBatch`]): the task's next step goes
+    /// on with it, and this tail is not ended before it is.
+    pub paused: Option<Box<PausedBatch>>,
+    /// A tail of a task's stepped reclaim (kswapd, or a fault's direct reclaim in steps),
+    /// whose batches may pause; the synchronous callers' tails never do.
+    pub stepped: bool,
+}
+
+/// The rest of a `shrink_inactive_list()` batch whose `shrink_folio_list()` paused, with a
+/// reference on each folio of it (`Sim::hold_paused`).
+///
+/// A step of the model is atomic, and a batch of SWAP_CLUSTER_MAX folios takes tens of µs
+/// (before 4.3, a shootdown per mapped folio): run in one step, its CPU books its lock
+/// requests ahead of every other CPU's, and its shootdown IPIs reach CPUs that have not run up
+/// to their arrival, so an interrupts-off section the target will be in then cannot delay them
+/// (docs/locking.md). So a stepped reclaim stops before a folio once its CPU's clock has
+/// passed the next other CPU's, and goes on with the next folio in the task's next step. This
+/// is not a kernel behaviour (the kernel's CPUs run at once); it is how the model keeps its
+/// CPUs in time order. The unmap batch, the folios to free and those kept stay in the tail
+/// meanwhile, as they do across the kernel's loop.
+#[derive(Clone, Debug)]
+pub struct PausedBatch {
+    node: usize,
+    lru: Lru,
+    /// Folios the batch isolated, and the part of its `shrink_folio_list()` run so far.
+    taken: usize,
+    stat: ReclaimStat,
+    kswapd: bool,
+    /// The batch's folios; those from `next` on are not looked at yet.
+    folios: Vec<Pfn>,
+    next: usize,
+}
+
+impl PausedBatch {
+    /// The folios the batch has not looked at yet (isolated, on no list).
+    pub fn rest(&self) -> &[Pfn] {
+        &self.folios[self.next..]
+    }
+}
+
+/// What a stepped `shrink_inactive_list()` batch did in this step.
+enum Batch {
+    /// Over: folios isolated, and what `shrink_folio_list()` found.
+    Done(usize, ReclaimStat),
+    /// Paused between two folios ([`PausedBatch`]).
+    Paused,
 }
 
 /// One `shrink_inactive_list()` batch's `move_folios_to_lru()` under the node's LRU lock, and
@@ -184,7 +239,7 @@ pub struct Putback {
 
 impl ReclaimTail {
     pub fn new(ncpus: usize) -> Self {
-        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new(), putback: Vec::new(), frames: ([KFn::Other; 4], 0) }
+        ReclaimTail { batch: TlbUnmapBatch::new(ncpus), free_folios: Vec::with_capacity(PAGEVEC_SIZE), luf_folios: Vec::new(), keep: Vec::new(), putback: Vec::new(), frames: ([KFn::Other; 4], 0), paused: None, stepped: false }
     }
 }
 
@@ -504,13 +559,15 @@ impl Sim {
     /// The current task's pending reclaim end, or a fresh one.
     fn take_reclaim_tail(&mut self, cpu: CpuId) -> Box<ReclaimTail> {
         let cur = self.cpus[cpu.0 as usize].current;
-        cur.and_then(|t| self.task_mut(t).reclaim_tail.take()).unwrap_or_else(|| Box::new(ReclaimTail::new(self.cpus.len())))
+        let mut tail = cur.and_then(|t| self.task_mut(t).reclaim_tail.take()).unwrap_or_else(|| Box::new(ReclaimTail::new(self.cpus.len())));
+        tail.stepped = true;
+        tail
     }
 
     /// Leave the end of a shrink_folio_list() to the current task's next step, which runs it
     /// before anything else ([`Sim::finish_task_reclaim_tail`]); without a task, run it now.
     fn defer_reclaim_tail(&mut self, cpu: CpuId, mut tail: Box<ReclaimTail>) {
-        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() && tail.keep.is_empty() && tail.putback.is_empty() {
+        if !tail.batch.flush_required && tail.free_folios.is_empty() && tail.luf_folios.is_empty() && tail.keep.is_empty() && tail.putback.is_empty() && tail.paused.is_none() {
             return;
         }
         match self.cpus[cpu.0 as usize].current {
@@ -523,9 +580,14 @@ impl Sim {
     }
 
     /// At the start of a task's step: the end of the reclaim its previous step left pending.
-    /// Returns whether there was one (the step is then spent on it).
+    /// Returns whether there was one (the step is then spent on it). A batch that paused is
+    /// not over: the reclaim's own step goes on with it (kswapd, or the fault's direct reclaim).
     pub fn finish_task_reclaim_tail(&mut self, cpu: CpuId, t: Tid) -> bool {
         match self.task_mut(t).reclaim_tail.take() {
+            Some(tail) if tail.paused.is_some() => {
+                self.task_mut(t).reclaim_tail = Some(tail);
+                false
+            }
             Some(mut tail) => {
                 let (frames, n) = tail.frames;
                 for &f in &frames[..n] {
@@ -547,13 +609,13 @@ impl Sim {
     /// [`Sim::finish_reclaim_tail`]: atomic callers run it at once, kswapd at its next step (see
     /// [`ReclaimTail`]).
     pub fn shrink_folio_list(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> ReclaimStat {
-        self.kfn_enter(cpu, KFn::ShrinkFolioList);
-        let r = self.shrink_folio_list_body(cpu, folios, ignore_references, kswapd, tail);
-        self.kfn_exit(cpu);
-        r
+        self.shrink_folio_list_from(cpu, folios, ignore_references, kswapd, tail, false).0
     }
 
-    fn shrink_folio_list_body(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail) -> ReclaimStat {
+    /// [`Sim::shrink_folio_list`] that may pause between two folios (`pause`, a stepped
+    /// reclaim's batch: [`PausedBatch`]); returns the list and where it stopped if it did.
+    fn shrink_folio_list_from(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, pause: bool) -> (ReclaimStat, Option<(Vec<Pfn>, usize)>) {
+        self.kfn_enter(cpu, KFn::ShrinkFolioList);
         // The previous call's end comes first (a no-op when it already ran), and writeback the
         // device has completed by now ends (mm/page_writeback.rs).
         self.finish_reclaim_tail(cpu, tail);
@@ -561,14 +623,18 @@ impl Sim {
         // can_demote() (mm/vmscan_demote.rs): kswapd and direct reclaim, never MADV_PAGEOUT.
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let do_demote_pass = kswapd.is_some() && nid.is_some_and(|n| self.can_demote(n));
-        self.shrink_folio_list_pass(cpu, folios, ignore_references, kswapd, tail, do_demote_pass, true)
+        let r = self.shrink_folio_list_pass(cpu, folios, 0, ignore_references, kswapd, tail, do_demote_pass, true, pause && !do_demote_pass);
+        self.kfn_exit(cpu);
+        r
     }
 
     /// One pass of `shrink_folio_list()` over `folios`. With `do_demote_pass` the folios it would
     /// evict are demoted instead; those that cannot be are passed over again without it (the
     /// kernel's `goto retry`), not counted as scanned twice.
+    /// It starts at `folios[from]`. With `pause`, it stops before a folio once the CPU has run
+    /// past the other CPUs ([`PausedBatch`]) and returns the list and the folio it stopped at.
     #[allow(clippy::too_many_arguments)]
-    fn shrink_folio_list_pass(&mut self, cpu: CpuId, folios: Vec<Pfn>, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, do_demote_pass: bool, count_scan: bool) -> ReclaimStat {
+    fn shrink_folio_list_pass(&mut self, cpu: CpuId, folios: Vec<Pfn>, from: usize, ignore_references: bool, kswapd: Option<bool>, tail: &mut ReclaimTail, do_demote_pass: bool, count_scan: bool, pause: bool) -> (ReclaimStat, Option<(Vec<Pfn>, usize)>) {
         let nid = folios.first().map(|&p| self.pfn_node(p).0);
         let mut demote_folios = Vec::new();
         let mut stat = ReclaimStat::default();
@@ -576,7 +642,17 @@ impl Sim {
         let batched = self.p.batched_unmap_flush;
         // Folios kswapd's pageout() started writing: one request on the device at the end.
         let mut pageout = Vec::new();
-        for pfn in folios {
+        let pause = pause && self.locks.enabled;
+        let (mut i, mut rest) = (from, None);
+        while i < folios.len() {
+            // Not before the first folio (each step gets on), nor once kswapd has writes to
+            // submit (one request per call).
+            if pause && i > from && pageout.is_empty() && self.ahead_of_others(cpu) {
+                rest = Some(i);
+                break;
+            }
+            let pfn = folios[i];
+            i += 1;
             self.lru_runahead();
             let f = *self.frame(pfn);
             // pgscan/pgsteal are counted by shrink_inactive_list() around its shrink_folio_list();
@@ -744,15 +820,26 @@ impl Sim {
             if !failed.is_empty() {
                 // Folios which weren't demoted are reclaimed as usual (not proactive reclaim).
                 // The retry counts nothing as scanned or unqueued dirty again.
-                stat.nr_reclaimed += self.shrink_folio_list_pass(cpu, failed, ignore_references, kswapd, tail, false, false).nr_reclaimed;
+                stat.nr_reclaimed += self.shrink_folio_list_pass(cpu, failed, 0, ignore_references, kswapd, tail, false, false, false).0.nr_reclaimed;
             }
         }
-        stat
+        (stat, rest.map(|i| (folios, i)))
     }
 
     /// The end of `shrink_folio_list()`: `try_to_unmap_flush()` before the last folios are
     /// freed (all versions since 4.3).
     pub fn finish_reclaim_tail(&mut self, cpu: CpuId, tail: &mut ReclaimTail) {
+        if let Some(p) = tail.paused.take() {
+            // A paused batch that will not go on (its task exits; the model's tasks do not
+            // exit inside a reclaim, so this is a guard): the folios not looked at go back,
+            // as shrink_folio_list() keeps what it does not reclaim.
+            for &pfn in p.rest() {
+                self.putback(pfn, false);
+                self.put_page(pfn);
+            }
+            let back = (p.taken as u64 - p.stat.nr_reclaimed) as u32;
+            tail.putback.push(Putback { node: p.node as u32, file: is_file(p.lru) as u8, taken: p.taken as u32, back });
+        }
         let ReclaimTail { batch, free_folios, luf_folios, keep, .. } = tail;
         self.flush_and_free_folios(cpu, batch, free_folios, luf_folios);
         // The caller's putback of what was not reclaimed (move_folios_to_lru(), or
@@ -962,15 +1049,57 @@ impl Sim {
     /// end of a pass (6.18's `shrink_node()`).
     /// Returns the folios isolated and what `shrink_folio_list()` found, or None when the list
     /// had nothing to isolate.
-    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<(usize, ReclaimStat)> {
+    fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<Batch> {
         self.kfn_enter(cpu, KFn::ShrinkInactiveList);
-        let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
-        if folios.is_empty() {
+        let (taken, stat, rest) = match tail.paused.take() {
+            // The rest of a batch that paused (the caller's list and node).
+            Some(mut p) => {
+                debug_assert!(p.node == node && p.lru == inactive_lru, "a paused batch resumes on its own list");
+                self.kfn_enter(cpu, KFn::ShrinkFolioList);
+                let mut folios = std::mem::take(&mut p.folios);
+                folios.drain(..p.next);
+                // The pause's references go (one that was the last frees its folio: another
+                // CPU unmapped it meanwhile and nobody else holds it).
+                folios.retain(|&pfn| {
+                    let last = self.frame(pfn).refcount == 1;
+                    if last {
+                        self.mark("reclaim batch paused: a folio unmapped meanwhile freed");
+                    }
+                    self.put_page(pfn);
+                    !last
+                });
+                let (more, rest) = self.shrink_folio_list_pass(cpu, folios, 0, false, Some(p.kswapd), tail, false, true, true);
+                self.kfn_exit(cpu);
+                p.stat = p.stat.plus(more);
+                if let Some((folios, next)) = rest {
+                    // Paused again: the same record.
+                    (p.folios, p.next) = (folios, next);
+                    self.hold_paused(&p);
+                    tail.paused = Some(p);
+                    self.kfn_exit(cpu);
+                    return Some(Batch::Paused);
+                }
+                (p.taken, p.stat, None)
+            }
+            None => {
+                let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
+                if folios.is_empty() {
+                    self.kfn_exit(cpu);
+                    return None;
+                }
+                let taken = folios.len();
+                let stepped = tail.stepped;
+                let (stat, rest) = self.shrink_folio_list_from(cpu, folios, false, Some(kswapd), tail, stepped);
+                (taken, stat, rest)
+            }
+        };
+        if let Some((folios, next)) = rest {
+            let p = Box::new(PausedBatch { node, lru: inactive_lru, taken, stat, kswapd, folios, next });
+            self.hold_paused(&p);
+            tail.paused = Some(p);
             self.kfn_exit(cpu);
-            return None;
+            return Some(Batch::Paused);
         }
-        let taken = folios.len();
-        let stat = self.shrink_folio_list(cpu, folios, false, Some(kswapd), tail);
         let (r, unqueued_dirty) = (stat.nr_reclaimed, stat.nr_unqueued_dirty);
         if self.p.kver < (4, 16) {
             // Before 4.16 per batch, by any reclaimer (only kswapd counts immediate folios).
@@ -992,7 +1121,26 @@ impl Sim {
         // shrink_folio_list()'s flush and frees (the end of `tail`).
         tail.putback.push(Putback { node: node as u32, file: is_file(inactive_lru) as u8, taken: taken as u32, back: (taken - r as usize) as u32 });
         self.kfn_exit(cpu);
-        Some((taken, stat))
+        Some(Batch::Done(taken, stat))
+    }
+
+    /// A batch pauses with a reference on each folio it has not looked at, the kernel's
+    /// isolation reference (the model's isolation takes none, as its batches used to run in one
+    /// step): meanwhile another CPU may unmap one, and it must not be freed under the batch.
+    fn hold_paused(&mut self, p: &PausedBatch) {
+        self.mark("reclaim batch paused");
+        for &pfn in p.rest() {
+            self.get_page(pfn);
+        }
+    }
+
+    /// The lists `shrink_lruvec()` scans at position `i` of [`Sim::scan_lists`], or those of
+    /// the batch that paused in `tail`, which goes on whatever the lists are now.
+    fn lists_to_scan(&self, node: usize, i: usize, tail: &ReclaimTail) -> Option<(Lru, Lru)> {
+        match tail.paused.as_deref() {
+            Some(p) => Some((p.lru, if p.lru == Lru::InactiveFile { Lru::ActiveFile } else { Lru::ActiveAnon })),
+            None => self.scan_lists(node).get(i).copied(),
+        }
     }
 
     /// `get_scan_count()`'s lists for a node: file always; anon with free swap or a demotion
@@ -1192,7 +1340,7 @@ impl Sim {
         loop {
             // get_scan_count(): file always; anon only with free swap or a demotion target
             // (vm.swappiness's balance is not modelled: both are scanned at the same priority).
-            let Some(&(inactive_lru, active_lru)) = self.scan_lists(node).get(dn.list) else { return false };
+            let Some((inactive_lru, active_lru)) = self.lists_to_scan(node, dn.list, tail) else { return false };
             // get_scan_count() scans each list in proportion to its size, size >> priority,
             // with no floor: a list shorter than 1 << priority pages is not scanned at this
             // priority. (4.2 forces SWAP_CLUSTER_MAX only for kswapd on a zone it found
@@ -1203,9 +1351,9 @@ impl Sim {
             };
             dn.to_scan = Some(to_scan);
             if to_scan > 0 && (dn.reclaimed < SWAP_CLUSTER_MAX as u64 || proportional) {
-                // shrink_inactive_list()
+                // shrink_inactive_list() (or the rest of one that paused: past its throttle)
                 let mut give_up = false;
-                if self.too_many_isolated(node, inactive_lru) {
+                if tail.paused.is_none() && self.too_many_isolated(node, inactive_lru) {
                     // Throttled: 4.2 congestion_wait(BLK_RW_ASYNC, HZ/10) in a loop; 5.16+
                     // reclaim_throttle(VMSCAN_THROTTLE_ISOLATED) once, then give up the list
                     // ("stalled"). The task sleeps: its CPU idles. Departure: 4.2's loop
@@ -1215,10 +1363,14 @@ impl Sim {
                     give_up = self.p.isolated_throttle_ns < HZ_10_NS;
                 }
                 if !give_up {
-                    if let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, false, tail) {
-                        dn.to_scan = Some(to_scan.saturating_sub(taken));
-                        dn.reclaimed += stat.nr_reclaimed;
-                        return true;
+                    match self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, priority, false, tail) {
+                        Some(Batch::Done(taken, stat)) => {
+                            dn.to_scan = Some(to_scan.saturating_sub(taken));
+                            dn.reclaimed += stat.nr_reclaimed;
+                            return true;
+                        }
+                        Some(Batch::Paused) => return true,
+                        None => {}
                     }
                 }
             }
@@ -1415,14 +1567,18 @@ impl Sim {
     /// One batch of kswapd's pass: true while the pass goes on.
     fn kswapd_pass_batch(&mut self, cpu: CpuId, node: usize, prio: u32, pass: &mut KswapdPass, tail: &mut ReclaimTail) -> bool {
         loop {
-            let lists = self.scan_lists(node);
-            let Some(&(inactive_lru, active_lru)) = lists.get(pass.list) else { return false };
+            let Some((inactive_lru, active_lru)) = self.lists_to_scan(node, pass.list, tail) else { return false };
             let to_scan = match pass.to_scan {
                 Some(n) => n,
                 None => self.enter_list(cpu, node, inactive_lru, active_lru, prio),
             };
             if to_scan > 0 {
-                if let Some((taken, stat)) = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail) {
+                let batch = self.shrink_inactive_batch(cpu, node, inactive_lru, to_scan, prio, true, tail);
+                if let Some(Batch::Paused) = batch {
+                    pass.to_scan = Some(to_scan);
+                    return true;
+                }
+                if let Some(Batch::Done(taken, stat)) = batch {
                     pass.scanned += taken as u64;
                     pass.reclaimed += stat.nr_reclaimed;
                     if inactive_lru == Lru::InactiveFile {
@@ -1472,6 +1628,9 @@ mod tests {
             off += 1;
         }
         s.lru_add_drain(cpu);
+        // No other CPU has anything queued: a stepped batch runs to its end in one step
+        // (`PausedBatch`; `step_horizon` is Ns::MAX outside the event loop).
+        while s.events.pop().is_some() {}
         (s, cpu, t)
     }
 
@@ -1557,6 +1716,41 @@ mod tests {
         // The putback's section is the calendar's last hold, requested at the step's clock.
         let (req, _, end) = s.locks.last_hold(crate::kernel::locking::LockId::Lru(0)).expect("a hold");
         assert!(req == at && end > at, "putback hold requested at {req}, ends at {end}; the step began at {at}");
+    }
+
+    /// A stepped batch whose CPU runs past the next other CPU's time pauses between two
+    /// folios: the task's next steps go on with it (the tail is not ended meanwhile, and the
+    /// batch's folios stay isolated), one folio a step while the CPU stays ahead, and the batch
+    /// ends as the same batch run in one step ends: the same folios reclaimed, one putback.
+    #[test]
+    fn a_batch_pauses_while_its_cpu_is_ahead() {
+        let run = |pause: bool| {
+            let (mut s, cpu, t) = near_min("linux-4.2", false);
+            if pause {
+                // Another CPU acts at time 0: after any work this one is ahead of it.
+                s.step_horizon = 0;
+            }
+            let dr = s.direct_reclaim_begin(cpu, NodeId(0));
+            s.task_mut(t).direct_reclaim = Some(Box::new(dr));
+            assert!(s.direct_reclaim_step(cpu, t));
+            let mut steps = 1;
+            while s.task(t).reclaim_tail.as_ref().is_some_and(|r| r.paused.is_some()) {
+                let taken = s.task(t).reclaim_tail.as_ref().unwrap().paused.as_ref().unwrap().taken;
+                assert!(!s.task(t).reclaim_tail.as_ref().unwrap().paused.as_ref().unwrap().rest().is_empty());
+                assert_eq!(s.nodes[0].lru.nr_isolated[1], taken as u64, "still isolated");
+                assert!(!s.finish_task_reclaim_tail(cpu, t), "a paused batch's tail is not ended");
+                assert!(s.direct_reclaim_step(cpu, t));
+                steps += 1;
+            }
+            let tail = s.task(t).reclaim_tail.as_ref().expect("the batch's end");
+            assert_eq!(tail.putback.len(), 1, "one batch");
+            let Putback { taken, back, .. } = tail.putback[0];
+            (steps, taken, back, s.vmstat.get(VmEvent::PGSTEAL_DIRECT), s.vmstat.get(VmEvent::PGSCAN_DIRECT))
+        };
+        let (steps, taken, back, steal, scan) = run(true);
+        assert_eq!(steps, taken as usize, "one folio a step");
+        assert_eq!((1, taken, back, steal, scan), run(false));
+        assert!(steal > 0 && scan == taken as u64);
     }
 
     /// `throttle_direct_reclaim()`: a user task whose node is at or below half its min
