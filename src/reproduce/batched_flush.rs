@@ -180,6 +180,17 @@ pub struct Out {
     pub scale: u64,
     pub seeds: u64,
     pub rows: Vec<Row>,
+    /// Each seed's elapsed gain on each machine (`rows` are means over the seeds; issue 11 asks
+    /// for the single socket's gain below the 4-node machine's in every seed).
+    pub elapsed_gain_by_seed: Vec<SeedGain>,
+}
+
+#[derive(Serialize)]
+pub struct SeedGain {
+    pub machine: String,
+    pub seed: u64,
+    /// (BEFORE - AFTER) / BEFORE of the elapsed time, in %.
+    pub elapsed_gain_pct: f64,
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -234,6 +245,7 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
     Config::defaults(sets).and_then(|_| config(&MACHINES[0], false, 1, sets, scale))?;
     let results = run_all(&MACHINES, seeds, sets, scale);
     let mut rows = Vec::new();
+    let mut by_seed = Vec::new();
     let mut text = String::new();
     writeln!(text, "Seed 002: batched TLB flush after unmapping (linux-4.2 vanilla vs linux-4.3 flushfull)").unwrap();
     if scale == 1 {
@@ -274,6 +286,10 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
         let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
         line("System us per reclaimed page (est.)", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a)));
         writeln!(text, "{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct)).unwrap();
+        let gains: Vec<f64> = eb.iter().zip(&ea).map(|(b, a)| 100.0 * (b - a) / b).collect();
+        let cells: Vec<String> = gains.iter().enumerate().map(|(i, g)| format!("s{} {g:.2}%", i + 1)).collect();
+        writeln!(text, "{:<36} {}", "Elapsed gain by seed", cells.join("  ")).unwrap();
+        by_seed.extend(gains.iter().enumerate().map(|(i, &g)| SeedGain { machine: m.name.into(), seed: i as u64 + 1, elapsed_gain_pct: g }));
         writeln!(text, "Simulated profile, seed 1 (perf report --children, top 8; vanilla | flushfull):").unwrap();
         for k in 0..8 {
             let cell = |v: &Vec<RunResult>| v[0].profile.get(k).map(|r| format!("{:>6.2}% {}", 100.0 * r.children_ns as f64 / (v[0].user_s + v[0].system_s).max(1e-9) / 1e9 * scale as f64, r.symbol)).unwrap_or_default();
@@ -292,7 +308,14 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
             rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new(s) });
         }
     }
-    Ok((Out { experiment: "batched-flush", scale, seeds, rows }, text))
+    Ok((Out { experiment: "batched-flush", scale, seeds, rows, elapsed_gain_by_seed: by_seed }, text))
+}
+
+/// The largest, over the seeds, of the single socket's elapsed gain minus the 4-node machine's
+/// (points): below 0 when the single socket gains less in every seed.
+fn worst_seed_difference(out: &Out) -> f64 {
+    let of = |machine: &str, seed: u64| out.elapsed_gain_by_seed.iter().find(|g| g.machine.starts_with(machine) && g.seed == seed).map(|g| g.elapsed_gain_pct);
+    (1..=out.seeds).filter_map(|s| Some(of("1-socket", s)? - of("4-node", s)?)).fold(f64::NEG_INFINITY, f64::max)
 }
 
 /// The headline figures against issue 11's bands ("Done when"): the elapsed gain on each machine
@@ -307,7 +330,7 @@ pub fn checks(out: &Out) -> Vec<super::summary::Check> {
     let mut c = vec![
         Check::new("batched-flush", "4-node elapsed reduction %", Some(gain(&e4.published)), gain(&e4.simulated), Band::Range { lo: 14.0, hi: 34.0 }, ISSUE),
         Check::new("batched-flush", "1-socket elapsed reduction %", Some(gain(&e1.published)), gain(&e1.simulated), Band::Range { lo: 10.0, hi: 29.0 }, ISSUE),
-        Check::new("batched-flush", "1-socket minus 4-node reduction (points)", Some(gain(&e1.published) - gain(&e4.published)), gain(&e1.simulated) - gain(&e4.simulated), Band::Below { hi: 0.0 }, ISSUE),
+        Check::new("batched-flush", "1-socket minus 4-node reduction, worst seed (points)", Some(gain(&e1.published) - gain(&e4.published)), worst_seed_difference(out), Band::Below { hi: 0.0 }, ISSUE),
     ];
     let sp = row("4-node", "system_us_per_reclaimed_page");
     c.push(Check::new("batched-flush", "4-node system us/reclaimed page, before", Some(sp.published.before), sp.simulated.before, Band::within_factor(sp.published.before, 2.0), ISSUE));
@@ -332,7 +355,10 @@ mod checks_tests {
                 rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new((sim(metric, p.0), sim(metric, p.1))) });
             }
         }
-        Out { experiment: "batched-flush", scale: 16, seeds: 3, rows }
+        // Every seed's gain the mean's.
+        let gain = |p: &Pair| 100.0 * (p.before - p.after) / p.before;
+        let by_seed = rows.iter().filter(|r| r.metric == "elapsed_s").flat_map(|r| (1..=3).map(|seed| SeedGain { machine: r.machine.clone(), seed, elapsed_gain_pct: gain(&r.simulated) })).collect();
+        Out { experiment: "batched-flush", scale: 16, seeds: 3, rows, elapsed_gain_by_seed: by_seed }
     }
 
     #[test]
@@ -354,8 +380,23 @@ mod checks_tests {
         for r in o.rows.iter_mut().filter(|r| r.metric == "elapsed_s") {
             r.simulated.after = r.simulated.before * 0.6;
         }
+        for g in &mut o.elapsed_gain_by_seed {
+            g.elapsed_gain_pct = 40.0;
+        }
         let c = checks(&o);
         assert!(!c[0].agrees && !c[1].agrees && !c[2].agrees, "{c:?}");
         assert!((c[0].simulated - 40.0).abs() < 1e-9 && c[2].simulated.abs() < 1e-9);
+    }
+
+    /// The order of the two machines' gains is checked seed by seed: one seed in which the
+    /// single socket gains more misses, whatever the means say.
+    #[test]
+    fn one_seed_out_of_order_misses() {
+        let mut o = out(|_, x| x);
+        assert!(checks(&o)[2].agrees);
+        let g = o.elapsed_gain_by_seed.iter_mut().find(|g| g.machine.starts_with("1-socket") && g.seed == 2).unwrap();
+        g.elapsed_gain_pct = 30.0;
+        let c = checks(&o);
+        assert!(!c[2].agrees && (c[2].simulated - (30.0 - 100.0 * (159.62 - 120.68) / 159.62)).abs() < 1e-9, "{:?}", c[2]);
     }
 }
