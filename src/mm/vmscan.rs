@@ -1047,8 +1047,9 @@ impl Sim {
     /// writeback, 4.11+ wakes the flusher for all dirty pages, and before 4.11 the node is
     /// flagged dirty (ZONE_DIRTY) so kswapd may write; from 4.11 kswapd flags it itself at the
     /// end of a pass (6.18's `shrink_node()`).
-    /// Returns the folios isolated and what `shrink_folio_list()` found, or None when the list
-    /// had nothing to isolate.
+    /// Returns the folios isolated and what `shrink_folio_list()` found, `Batch::Paused` when a
+    /// stepped batch stopped between two folios (the next call with the same `tail` goes on
+    /// with it: [`PausedBatch`]), or None when the list had nothing to isolate.
     fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<Batch> {
         self.kfn_enter(cpu, KFn::ShrinkInactiveList);
         let (taken, stat, rest) = match tail.paused.take() {
