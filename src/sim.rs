@@ -1088,10 +1088,12 @@ impl Sim {
     }
 
     /// Has `cpu`'s clock passed the earliest time another CPU can act (the next queued event)?
-    /// A step that goes on from there books its lock requests ahead of the other CPUs'.
+    /// A step that goes on from there books its lock requests ahead of the other CPUs'. Never
+    /// without the lock model (`kernel.lock_model = false`), where CPUs meet only by IPIs and
+    /// the long loops that ask this stay one step.
     pub(crate) fn ahead_of_others(&self, cpu: CpuId) -> bool {
         let next = self.step_horizon.min(self.events.peek_time().unwrap_or(Ns::MAX));
-        self.cpus[cpu.0 as usize].clock > next
+        self.locks.enabled && self.cpus[cpu.0 as usize].clock > next
     }
 
     #[inline]

@@ -173,7 +173,7 @@ impl Sim {
             if self.files[file.0 as usize].page(pgoff).is_some() {
                 continue;
             }
-            if !read.is_empty() && sparse && want.is_none_or(|w| pgoff > w) && self.defer_direct_reclaim && self.locks.enabled && self.ahead_of_others(cpu) {
+            if !read.is_empty() && sparse && want.is_none_or(|w| pgoff > w) && self.defer_direct_reclaim && self.ahead_of_others(cpu) {
                 // This CPU has run past the time the next other CPU acts: the rest of the
                 // window waits for the task's next step, so that its locks (i_pages, the pcp
                 // refill's zone->lock, the lru_add drain's LRU lock) are requested in time

@@ -203,7 +203,6 @@ pub struct PausedBatch {
     /// Folios the batch isolated, and the part of its `shrink_folio_list()` run so far.
     taken: usize,
     stat: ReclaimStat,
-    kswapd: bool,
     /// The batch's folios; those from `next` on are not looked at yet.
     folios: Vec<Pfn>,
     next: usize,
@@ -274,6 +273,13 @@ pub struct Lruvec {
     pub nr_isolated: [u64; 2],
     /// `nonresident_age`: pages evicted or activated on this node (mm/workingset.rs).
     pub nonresident_age: u64,
+}
+
+impl Lru {
+    /// The active list paired with an inactive one.
+    fn active(self) -> Lru {
+        if self == Lru::InactiveFile { Lru::ActiveFile } else { Lru::ActiveAnon }
+    }
 }
 
 /// Index into `Lruvec::nr_isolated`: 0 anon, 1 file.
@@ -642,7 +648,6 @@ impl Sim {
         let batched = self.p.batched_unmap_flush;
         // Folios kswapd's pageout() started writing: one request on the device at the end.
         let mut pageout = Vec::new();
-        let pause = pause && self.locks.enabled;
         let (mut i, mut rest) = (from, None);
         while i < folios.len() {
             // Not before the first folio (each step gets on), nor once kswapd has writes to
@@ -1006,7 +1011,7 @@ impl Sim {
             if gb > 0 { int_sqrt(10 * gb) } else { 1 }
         };
         let lists = &self.nodes[node].lru.lists;
-        let active_lru = if inactive_lru == Lru::InactiveFile { Lru::ActiveFile } else { Lru::ActiveAnon };
+        let active_lru = inactive_lru.active();
         let (inactive, active) = (lists[inactive_lru as usize].len, lists[active_lru as usize].len);
         let ratio = match (self.p.kver >= (4, 10), inactive_lru == Lru::InactiveFile) {
             (true, _) => sqrt_ratio(inactive + active),
@@ -1052,9 +1057,10 @@ impl Sim {
     /// with it: [`PausedBatch`]), or None when the list had nothing to isolate.
     fn shrink_inactive_batch(&mut self, cpu: CpuId, node: usize, inactive_lru: Lru, to_scan: usize, priority: u32, kswapd: bool, tail: &mut ReclaimTail) -> Option<Batch> {
         self.kfn_enter(cpu, KFn::ShrinkInactiveList);
-        let (taken, stat, rest) = match tail.paused.take() {
+        let mut paused = tail.paused.take();
+        let (taken, stat, rest) = match paused.as_deref_mut() {
             // The rest of a batch that paused (the caller's list and node).
-            Some(mut p) => {
+            Some(p) => {
                 debug_assert!(p.node == node && p.lru == inactive_lru, "a paused batch resumes on its own list");
                 self.kfn_enter(cpu, KFn::ShrinkFolioList);
                 let mut folios = std::mem::take(&mut p.folios);
@@ -1069,18 +1075,9 @@ impl Sim {
                     self.put_page(pfn);
                     !last
                 });
-                let (more, rest) = self.shrink_folio_list_pass(cpu, folios, 0, false, Some(p.kswapd), tail, false, true, true);
+                let (more, rest) = self.shrink_folio_list_pass(cpu, folios, 0, false, Some(kswapd), tail, false, true, true);
                 self.kfn_exit(cpu);
-                p.stat = p.stat.plus(more);
-                if let Some((folios, next)) = rest {
-                    // Paused again: the same record.
-                    (p.folios, p.next) = (folios, next);
-                    self.hold_paused(&p);
-                    tail.paused = Some(p);
-                    self.kfn_exit(cpu);
-                    return Some(Batch::Paused);
-                }
-                (p.taken, p.stat, None)
+                (p.taken, p.stat.plus(more), rest)
             }
             None => {
                 let folios = self.isolate_lru_folios(cpu, node, inactive_lru, to_scan.min(SWAP_CLUSTER_MAX));
@@ -1095,7 +1092,15 @@ impl Sim {
             }
         };
         if let Some((folios, next)) = rest {
-            let p = Box::new(PausedBatch { node, lru: inactive_lru, taken, stat, kswapd, folios, next });
+            let record = PausedBatch { node, lru: inactive_lru, taken, stat, folios, next };
+            // A batch that pauses again keeps its record.
+            let p = match paused {
+                Some(mut p) => {
+                    *p = record;
+                    p
+                }
+                None => Box::new(record),
+            };
             self.hold_paused(&p);
             tail.paused = Some(p);
             self.kfn_exit(cpu);
@@ -1139,7 +1144,7 @@ impl Sim {
     /// the batch that paused in `tail`, which goes on whatever the lists are now.
     fn lists_to_scan(&self, node: usize, i: usize, tail: &ReclaimTail) -> Option<(Lru, Lru)> {
         match tail.paused.as_deref() {
-            Some(p) => Some((p.lru, if p.lru == Lru::InactiveFile { Lru::ActiveFile } else { Lru::ActiveAnon })),
+            Some(p) => Some((p.lru, p.lru.active())),
             None => self.scan_lists(node).get(i).copied(),
         }
     }
