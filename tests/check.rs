@@ -28,10 +28,10 @@ fn shipped_policies_give_no_violation_and_reach_the_batched_paths() {
             *marks.entry(k).or_insert(0u64) += v;
         }
     }
-    // The last three: steps that end when their CPU runs ahead of the others (docs/locking.md),
+    // The last four: steps that end when their CPU runs ahead of the others (docs/locking.md),
     // including a paused batch's folio freed under it by another CPU's unmap, which its
-    // reference is for.
-    for m in ["batched flush deferred", "dirty writeback flush", "lazy catch-up flush", "batched pending flush", "pageout", "lazy cpu skipped by a flush", "migration batch", "swap out", "swap in", "readahead window split", "reclaim batch paused", "reclaim batch paused: a folio unmapped meanwhile freed"] {
+    // reference is for, and a reclaim's frees left to the step after its flush.
+    for m in ["batched flush deferred", "dirty writeback flush", "lazy catch-up flush", "batched pending flush", "pageout", "lazy cpu skipped by a flush", "migration batch", "swap out", "swap in", "readahead window split", "reclaim batch paused", "reclaim batch paused: a folio unmapped meanwhile freed", "reclaim tail split after its flush"] {
         assert!(marks.get(m).copied().unwrap_or(0) > 0, "coverage mark {m:?} never reached: {marks:?}");
     }
 }

@@ -21,8 +21,9 @@
 //! interrupt's cost is added to the target's clock. The other way round, an IPI sent late in a
 //! long step reaches a target that has not run up to its arrival, whose interrupts-off sections
 //! then are not known yet: so the long kernel loops that send IPIs or take contended locks (a
-//! reclaim batch's folios, a readahead window's pages) end their step once the CPU's clock
-//! passes the next event (`Sim::ahead_of_others`), and go on in the task's next step.
+//! reclaim batch's folios, a readahead window's pages, a reclaim's frees after its flush) end
+//! their step once the CPU's clock passes the next event (`Sim::ahead_of_others`), and go on in
+//! the task's next step.
 
 pub mod chunked;
 pub mod prng;

@@ -599,14 +599,38 @@ impl Sim {
                 for &f in &frames[..n] {
                     self.kfn_enter(cpu, f);
                 }
-                self.finish_reclaim_tail(cpu, &mut tail);
+                let rest = self.tail_flush_first(cpu, &mut tail);
+                if !rest {
+                    self.finish_reclaim_tail(cpu, &mut tail);
+                }
                 for _ in 0..n {
                     self.kfn_exit(cpu);
+                }
+                if rest {
+                    self.task_mut(t).reclaim_tail = Some(tail);
                 }
                 true
             }
             None => false,
         }
+    }
+
+    /// A stepped tail's `try_to_unmap_flush()` first: its wait for the IPIs can take the CPU
+    /// past the other CPUs, and the frees and putbacks after it take zone->lock and the LRU
+    /// lock, so they go to the task's next step if it did (as a paused batch does,
+    /// [`PausedBatch`]). Returns true when the rest is left for that step. Not with LUF's
+    /// deferred folios, whose tag needs the mask from before the flush.
+    fn tail_flush_first(&mut self, cpu: CpuId, tail: &mut ReclaimTail) -> bool {
+        let more = !tail.free_folios.is_empty() || !tail.keep.is_empty() || !tail.putback.is_empty();
+        if !tail.stepped || !more || !tail.batch.flush_required || !tail.luf_folios.is_empty() || tail.batch.luf_flushed_mask().is_some() || self.inject == Inject::SkipFlushBeforeFree {
+            return false;
+        }
+        self.try_to_unmap_flush(cpu, &mut tail.batch);
+        let ahead = self.ahead_of_others(cpu);
+        if ahead {
+            self.mark("reclaim tail split after its flush");
+        }
+        ahead
     }
 
     /// `shrink_folio_list()`: reclaim what can be from an isolated list; the rest is put back.
@@ -1757,6 +1781,46 @@ mod tests {
         assert_eq!(steps, taken as usize, "one folio a step");
         assert_eq!((1, taken, back, steal, scan), run(false));
         assert!(steal > 0 && scan == taken as u64);
+    }
+
+    /// A stepped tail whose `try_to_unmap_flush()` takes its CPU past the other CPUs' next
+    /// event frees and puts back in the task's next step (`Sim::tail_flush_first`); otherwise
+    /// the whole tail ends in one step, as a synchronous caller's always does.
+    #[test]
+    fn a_tails_frees_wait_for_the_next_step_after_a_flush_that_ran_ahead() {
+        for (ahead, stepped) in [(false, true), (true, true), (true, false)] {
+            let (mut s, cpu, t) = near_min("linux-4.3", false);
+            // A folio reclaim took off the LRU, with only its isolation reference left, and a
+            // batched flush owed to CPU 1.
+            let pfn = s.alloc_page(NodeId(0)).expect("a free page");
+            let mut tail = Box::new(ReclaimTail::new(s.cpus.len()));
+            tail.stepped = stepped;
+            tail.batch.flush_required = true;
+            tail.batch.cpumask.set(CpuId(1));
+            tail.free_folios.push(pfn);
+            s.task_mut(t).reclaim_tail = Some(tail);
+            if ahead {
+                // Another CPU acts at time 0: after the flush's wait this one is ahead of it.
+                s.step_horizon = 0;
+            }
+            let irqs = s.cpus[1].stats.irq_tlb_count;
+            assert!(s.finish_task_reclaim_tail(cpu, t));
+            assert_eq!(s.cpus[1].stats.irq_tlb_count, irqs + 1, "flushed once");
+            let split = ahead && stepped;
+            match s.task(t).reclaim_tail.as_deref() {
+                Some(rest) => {
+                    assert!(split, "left for the next step only when ahead and stepped");
+                    assert!(!rest.batch.flush_required, "the flush is done");
+                    assert_eq!(rest.free_folios, vec![pfn], "not freed yet");
+                    assert_eq!(s.frame(pfn).refcount, 1);
+                    assert!(s.finish_task_reclaim_tail(cpu, t), "the next step ends it");
+                    assert!(s.task(t).reclaim_tail.is_none());
+                    assert_eq!(s.cpus[1].stats.irq_tlb_count, irqs + 1, "not flushed again");
+                }
+                None => assert!(!split, "ended in one step"),
+            }
+            assert_eq!(s.frame(pfn).refcount, 0, "freed");
+        }
     }
 
     /// `throttle_direct_reclaim()`: a user task whose node is at or below half its min
