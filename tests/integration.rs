@@ -333,12 +333,12 @@ fn batched_flush_reproduction_meets_issue_11_irq_criteria() {
 /// KNOWN MISSES (issue 11, docs/reclaim.md): published, 24.4% elapsed gain on the 4-node
 /// machine (band 14-34%), 19.5% on one socket (band 10-29%), the single socket's below the
 /// 4-node's, and 34.6 us of system time per reclaimed page before the patch on the 4-node
-/// machine (within 2x). The model gives, at 1/16 with one seed (session 36, 2026-11-29),
-/// 32.3% and 32.6% (the single socket's above its band and 0.3 points above the 4-node's) and
+/// machine (within 2x). The model gives, at 1/16 with one seed (session 37, 2026-11-29),
+/// 25.8% and 33.2% (the single socket's above its band and 7.4 points above the 4-node's) and
 /// 12.4 us per page: the seed's 4-socket machine spent ~2.8x more system time per page, ~13x
-/// its single socket's, and the model ~1.8x. At full scale with 3 seeds: 34.25% (0.25 points
-/// above its band) and 26.8% (in its band, below the 4-node's), 14.9 us per page (17.3 needed).
-/// Kept, ignored, until the missing mechanism is found:
+/// its single socket's, and the model ~1.8x. At full scale with 3 seeds (session 37): 27.08%
+/// and 22.11%, both in their bands, the single socket's below the 4-node's in every seed, but
+/// 14.9 us per page (17.3 needed). Kept, ignored, until the missing mechanism is found:
 /// `cargo test --release -- --ignored elapsed_gains`.
 #[test]
 #[ignore = "known miss of the model, issue 11: at 1/16 the single-socket elapsed gain (above its band and the 4-node gain) and the 4-node time per page"]
