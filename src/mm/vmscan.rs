@@ -179,8 +179,10 @@ pub struct ReclaimTail {
     /// because its CPU had run past the other CPUs ([`PausedBatch`]): the task's next step goes
     /// on with it, and this tail is not ended before it is.
     pub paused: Option<Box<PausedBatch>>,
-    /// A tail of a task's stepped reclaim (kswapd, or a fault's direct reclaim in steps),
-    /// whose batches may pause; the synchronous callers' tails never do.
+    /// A tail left to a task's next step (kswapd's, a fault's direct reclaim in steps,
+    /// MADV_PAGEOUT's: `Sim::take_reclaim_tail`): the reclaims' batches may pause and the end
+    /// may stop after its flush (`Sim::tail_flush_first`); the synchronous callers' tails
+    /// never do either.
     pub stepped: bool,
 }
 
@@ -622,7 +624,7 @@ impl Sim {
     /// deferred folios, whose tag needs the mask from before the flush.
     fn tail_flush_first(&mut self, cpu: CpuId, tail: &mut ReclaimTail) -> bool {
         let more = !tail.free_folios.is_empty() || !tail.keep.is_empty() || !tail.putback.is_empty();
-        if !tail.stepped || !more || !tail.batch.flush_required || !tail.luf_folios.is_empty() || tail.batch.luf_flushed_mask().is_some() || self.inject == Inject::SkipFlushBeforeFree {
+        if !tail.stepped || !more || !tail.batch.flush_required || !tail.luf_folios.is_empty() || tail.batch.luf_pending() || self.inject == Inject::SkipFlushBeforeFree {
             return false;
         }
         self.try_to_unmap_flush(cpu, &mut tail.batch);
