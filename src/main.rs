@@ -92,7 +92,7 @@ enum Cmd {
         dir: Option<PathBuf>,
     },
     /// Derive this host's cost knobs from microbenchmarks and write them as a cost profile.
-    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk), each the minimum (block I/O: the median) of 9 repeats, then the minimum over --rounds runs, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
+    #[command(after_help = "Measures syscall, page clear/copy, anon fault, per-PTE, VMA, fork/exit, IPI (flush of one page with a spinning sibling), per-folio page-cache add and reclaim (as root on a loop-mounted ext4 with 4 KiB folios, made and removed in FILEDIR), msync write-back and block I/O costs (only if FILEDIR is on a disk: the device as the page cache meets it, a read of evicted pages and the write-back of dirty ones, with O_DIRECT's figures in the comments), each the minimum (block I/O: the median) of 9 repeats, then the minimum over --rounds runs, and writes a [cost] table with a comment per knob saying how it was measured.\nExamples:\n  mmsim calibrate --out host.toml\n  mmsim validate --cost-profile host.toml")]
     Calibrate {
         /// Write the profile here (atomically); without it, print it.
         #[arg(long, value_name = "FILE")]

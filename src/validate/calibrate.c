@@ -561,6 +561,81 @@ static void bench_block(const char *dir)
     printf("block_read_4k=%.1f\nblock_write_4k=%.1f\nblock_read_1m=%.1f\nblock_write_1m=%.1f\n", median(rds), median(wrs), median(rd1ms), median(wr1ms));
 }
 
+/* ---- the device through the page cache: how long a task sleeps for a read of evicted pages
+ * and for the write-back of dirty ones, through the kernel paths the model's reads (readahead,
+ * a page read alone) and writes (msync, writeback) stand for, rather than O_DIRECT's
+ * (bench_block). The sleep is the wall time of the call less the thread's CPU time in it (its
+ * page allocation, page-cache insertion and bio set-up, which the model charges as CPU work of
+ * their own). Each figure is the median of REPS repeats, per call:
+ *   bread_4k_wait   pread() of one page at a random offset of a BB_PAGES-page file opened with
+ *                   POSIX_FADV_RANDOM (no readahead), after POSIX_FADV_DONTNEED of the file;
+ *   bread_all_wait  pread() of the whole file from its start, evicted (readahead reads it);
+ *   bwrite_4k_wait  fdatasync() after a pwrite() of one page;
+ *   bwrite_all_wait fdatasync() after a pwrite() of the whole file.
+ * The file is in dir, as validate's hostbench data file is (on 6.x ext4 its readahead uses
+ * large folios, as validate's cases do; the model's folios are 4 KiB). */
+#define BB_PAGES 1024UL
+static uint64_t cpu_ns(void);
+/* Wall and CPU time of one call, as a sleep: wall - cpu. */
+#define SLEPT(call, what)                                                                          \
+    ({                                                                                             \
+        uint64_t w0_ = now_ns(), c0_ = cpu_ns();                                                   \
+        if (!(call))                                                                               \
+            die(what);                                                                             \
+        uint64_t c1_ = cpu_ns(), w1_ = now_ns();                                                   \
+        (double)(w1_ - w0_) - (double)(c1_ - c0_);                                                 \
+    })
+static void bench_block_buffered(const char *dir)
+{
+    int fd = sized_scratch(dir, "bb", BB_PAGES * PG);
+    if (fd < 0)
+        return;
+    char *buf;
+    if (posix_memalign((void **)&buf, PG, BB_PAGES * PG) != 0)
+        die("posix_memalign");
+    memset(buf, 0x5a, BB_PAGES * PG);
+    if (pwrite(fd, buf, BB_PAGES * PG, 0) != (ssize_t)(BB_PAGES * PG))
+        die("pwrite");
+    fsync(fd);
+    /* A second descriptor of the same file with readahead off, for the single pages. */
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    int rfd = open(self, O_RDWR);
+    if (rfd < 0)
+        die("open(/proc/self/fd)");
+    posix_fadvise(rfd, 0, 0, POSIX_FADV_RANDOM);
+    double r1[REPS], ra[REPS], w1[REPS], wa[REPS];
+    uint64_t x = 2463534242ull;
+    const int n = 32;
+    for (int r = 0; r < REPS; r++) {
+        double t = 0;
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            off_t o = (off_t)((x % BB_PAGES) * PG);
+            posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            t += SLEPT(pread(rfd, buf, PG, o) == (ssize_t)PG, "pread");
+        }
+        r1[r] = t / n;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ra[r] = SLEPT(pread(fd, buf, BB_PAGES * PG, 0) == (ssize_t)(BB_PAGES * PG), "pread(whole file)");
+        t = 0;
+        for (int i = 0; i < n / 4; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (pwrite(fd, buf, PG, (off_t)((x % BB_PAGES) * PG)) != (ssize_t)PG)
+                die("pwrite");
+            t += SLEPT(fdatasync(fd) == 0, "fdatasync");
+        }
+        w1[r] = t / (n / 4);
+        if (pwrite(fd, buf, BB_PAGES * PG, 0) != (ssize_t)(BB_PAGES * PG))
+            die("pwrite(whole file)");
+        wa[r] = SLEPT(fdatasync(fd) == 0, "fdatasync(whole file)");
+    }
+    close(rfd);
+    close(fd);
+    free(buf);
+    printf("bread_4k_wait=%.1f\nbread_all_wait=%.1f\nbwrite_4k_wait=%.1f\nbwrite_all_wait=%.1f\nbb_pages=%lu\n", median(r1), median(ra), median(w1), median(wa), BB_PAGES);
+}
+
 /* ---- page cache: a sparse file's PC_PAGES pages, mapped shared and read-touched (a hole needs
  * no I/O), then paged out with MADV_PAGEOUT; per page, the touch and the pageout separately.
  * The faults read the file by mmap read-around (read_ahead_kb of the file's device: printed,
@@ -748,6 +823,7 @@ int main(int argc, char **argv)
     printf("fork=%.1f\n", bench_fork(&ew));
     printf("exit_wait=%.1f\n", ew);
     bench_block(argc > 1 ? argv[1] : "/var/tmp");
+    bench_block_buffered(argc > 1 ? argv[1] : "/var/tmp");
     bench_pagecache(argc > 2 ? argv[2] : argc > 1 ? argv[1] : "/var/tmp");
     bench_msync(argc > 1 ? argv[1] : "/var/tmp");
     bench_file_map(argc > 1 ? argv[1] : "/var/tmp");

@@ -34,7 +34,7 @@ pub fn parse(out: &str) -> BTreeMap<String, String> {
 
 /// Keys of calibrate.c's output that count things rather than time them: taken from the round
 /// whose measurement they belong to, never combined on their own.
-const COUNTS: [&str; 4] = ["tlb_ipis", "ipi_iters", "pc_faults_per_page", "pc_read_ahead_kb"];
+const COUNTS: [&str; 5] = ["tlb_ipis", "ipi_iters", "pc_faults_per_page", "pc_read_ahead_kb", "bb_pages"];
 
 /// The measurements of several runs ("rounds") of calibrate.c, taken one after another, as one:
 /// each time the lowest over the rounds (a CPU time is the lowest of a round's repeats, a device
@@ -159,6 +159,51 @@ fn cold_regime(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<String
             Ok(format!("not fitted (the cold regime: 32 MiB of fresh pages; the model has no caches): {}: host {host:.1} ns, the model {sim:.1} with this profile (host/model {:.2})", b.what(), host / sim))
         })
         .collect()
+}
+
+/// The device's four knobs as the page cache meets it (calibrate.c `bench_block_buffered`),
+/// replacing [`derive`]'s O_DIRECT figures, which stay in the comments: the time a task sleeps
+/// for a read of one evicted page (readahead off), for the readahead of a whole evicted file, and
+/// for the write-back (fdatasync) of one dirty page and of the whole file, each the call's wall
+/// time less its CPU time. The model sleeps `block_read_4k_ns + (n - 1) * 4096 /
+/// block_read_bytes_per_ns` for a read of n pages, and likewise for a write (src/block/mod.rs).
+/// On this project's VM the two paths differ: O_DIRECT's 4 KiB read took 78-84 µs where a
+/// page-cache read of one page slept 51-68, and its 1 MiB reads moved 2.5-2.8 bytes per ns where
+/// readahead into the page cache moved 1.4-2.0 (docs/host-findings.md §8.8, session 38).
+/// Nothing (and no note) when calibrate.c did not run it: `derive` has said why.
+pub fn derive_block_buffered(m: &BTreeMap<String, String>, _d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
+    if !m.contains_key("bread_4k_wait") {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let f = |k: &str| super::fit::host_figure(m, k);
+    let n = f("bb_pages")?;
+    let (mut out, mut notes) = (Vec::new(), Vec::new());
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    let paths: [(&str, &str, &str, &'static str, &'static str, &str, &str); 2] = [
+        ("read", "bread_4k_wait", "bread_all_wait", "block_read_4k_ns", "block_read_bytes_per_ns", "block_read_4k", "pread() of one evicted page (readahead off)"),
+        ("write", "bwrite_4k_wait", "bwrite_all_wait", "block_write_4k_ns", "block_write_bytes_per_ns", "block_write_4k", "fdatasync() of one page pwrite() dirtied"),
+    ];
+    for (what, one, all, k4, kbw, direct, how) in paths {
+        let (one, all) = (f(one)?, f(all)?);
+        let was = m.get(direct).and_then(|v| v.parse::<f64>().ok()).map(|x| format!("; O_DIRECT: {x:.0} ns")).unwrap_or_default();
+        out.push(Derived { key: k4, value: round(one), how: format!("page cache: {how}: the task slept {one:.0} ns (wall less CPU){was}") });
+        if all > one {
+            let bw = (n - 1.0) * 4096.0 / (all - one);
+            let whole = if what == "read" { format!("readahead of a {n:.0}-page evicted file (one pread() of it all)") } else { format!("fdatasync() of a {n:.0}-page file one pwrite() dirtied") };
+            out.push(Derived { key: kbw, value: round(bw), how: format!("page cache: {whole}: slept {all:.0} ns; ({n:.0} - 1) x 4 KiB / ({all:.0} - {one:.0}) ns") });
+        } else {
+            notes.push(format!("page-cache {what} bandwidth not derived (the whole file, {all:.0} ns, was not slower than one page, {one:.0} ns); cost.{kbw} keeps the O_DIRECT figure or the default"));
+        }
+    }
+    Ok((out, notes))
+}
+
+/// Add a derivation step's knobs to `d`. A step may measure a knob again by a better path (the
+/// device through the page cache): its figure replaces the earlier one, so that the profile has
+/// each key once.
+fn apply_step(d: &mut Vec<Derived>, x: Vec<Derived>) {
+    d.retain(|o| !x.iter().any(|n| n.key == o.key));
+    d.extend(x);
 }
 
 /// `cost.page_mkwrite_ns` and `cost.writepage_ns`, fitted to calibrate.c's msync loop on top of
@@ -331,11 +376,11 @@ pub fn cli(out: Option<PathBuf>, filedir: Option<PathBuf>, rounds: u32) -> ExitC
     };
     // The knobs fitted by the model's run of calibrate's loops, each on top of all before it.
     type Step = fn(&BTreeMap<String, String>, &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String>;
-    let steps: [Step; 4] = [derive_fitted, derive_file_rmap, derive_page_cache, derive_writeback];
+    let steps: [Step; 5] = [derive_fitted, derive_file_rmap, derive_page_cache, derive_block_buffered, derive_writeback];
     for step in steps {
         match step(&m, &d) {
             Ok((x, n)) => {
-                d.extend(x);
+                apply_step(&mut d, x);
                 notes.extend(n);
             }
             Err(e) => {
@@ -411,6 +456,38 @@ mod tests {
         let out = OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "block_read_4k=30000\nblock_write_4k=120000\nblock_read_1m=285000\nblock_write_1m=100000\n");
         let (d, notes) = derive(&parse(&out)).unwrap();
         assert!(d.iter().all(|x| x.key != "block_write_bytes_per_ns") && notes.iter().any(|n| n.contains("block write bandwidth not derived")), "{notes:?}");
+    }
+
+    #[test]
+    fn the_page_cache_device_figures_replace_the_o_direct_ones() {
+        let direct = "block_read_4k=80000\nblock_write_4k=170000\nblock_read_1m=500000\nblock_write_1m=350000\n";
+        let m = parse(&OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", direct));
+        let (mut d, _) = derive(&m).unwrap();
+        assert_eq!(d.iter().find(|x| x.key == "block_read_4k_ns").unwrap().value, 80000.0);
+        // Without the page-cache figures nothing changes.
+        assert_eq!(derive_block_buffered(&m, &d).unwrap(), (Vec::new(), Vec::new()));
+        // One evicted page slept 60 us, the 1024-page file 60 us + 1023 pages at 2.048 B/ns;
+        // writes: 120 us, and 1023 pages in 1023 x 1 us.
+        let buffered = format!("{direct}bread_4k_wait=60000\nbread_all_wait={}\nbwrite_4k_wait=120000\nbwrite_all_wait=1143000\nbb_pages=1024\n", 60000 + 1023 * 2000);
+        let m = parse(&OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", &buffered));
+        let (x, notes) = derive_block_buffered(&m, &d).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        apply_step(&mut d, x);
+        let get = |k: &str| {
+            let v: Vec<f64> = d.iter().filter(|x| x.key == k).map(|x| x.value).collect();
+            assert_eq!(v.len(), 1, "{k} once in the profile");
+            v[0]
+        };
+        assert_eq!((get("block_read_4k_ns"), get("block_read_bytes_per_ns")), (60000.0, 2.05));
+        assert_eq!((get("block_write_4k_ns"), get("block_write_bytes_per_ns")), (120000.0, 4.1));
+        assert!(d.iter().any(|x| x.key == "block_read_4k_ns" && x.how.contains("O_DIRECT: 80000 ns")), "the O_DIRECT figure stays in the comment");
+        let text = profile_text("6.18", "2026-11-29", &d, &[]);
+        let c = crate::config::load_str_profiled("s.toml", "", Some(("host.toml", &text)), &[]).unwrap();
+        assert_eq!(c.float("cost.block_write_4k_ns"), 120000.0);
+        // A whole file no slower than one page gives no bandwidth, and says so.
+        let m = parse(&OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "bread_4k_wait=60000\nbread_all_wait=50000\nbwrite_4k_wait=120000\nbwrite_all_wait=1143000\nbb_pages=1024\n"));
+        let (x, notes) = derive_block_buffered(&m, &[]).unwrap();
+        assert!(x.iter().all(|k| k.key != "block_read_bytes_per_ns") && notes.iter().any(|n| n.contains("read bandwidth not derived")), "{notes:?}");
     }
 
     #[test]
