@@ -162,7 +162,7 @@ fn cold_regime(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<String
 }
 
 /// The device's four knobs as the page cache meets it (calibrate.c `bench_block_buffered`),
-/// replacing [`derive`]'s O_DIRECT figures, which stay in the comments: the time a task sleeps
+/// replacing [`derive()`]'s O_DIRECT figures, which stay in the comments: the time a task sleeps
 /// for a read of one evicted page (readahead off), for the readahead of a whole evicted file, and
 /// for the write-back (fdatasync) of one dirty page and of the whole file, each the call's wall
 /// time less its CPU time. The model sleeps `block_read_4k_ns + (n - 1) * 4096 /
