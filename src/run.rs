@@ -591,7 +591,7 @@ impl Sim {
                 },
                 Op::Mmap { region: r, pages, file, shared, prot, at, sparse } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     let backing = match &file {
                         Some(f) => Backing::File { file: self.file_get_or_create_sparse(f, *pages, *sparse), pgoff: 0 },
                         None => Backing::Anon,
@@ -610,7 +610,7 @@ impl Sim {
                 }
                 Op::Munmap { region: r } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     region(self, &r).map(|(s, n)| {
                         self.do_munmap(cpu, mm, s, n);
                         self.mm_mut(mm).regions.remove(r.as_str());
@@ -619,7 +619,7 @@ impl Sim {
                 }
                 Op::Mprotect { region: r, prot } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     region(self, &r).map(|(s, n)| {
                         self.do_mprotect(cpu, mm, s, n, *prot);
                         StepResult::Continue
@@ -627,7 +627,7 @@ impl Sim {
                 }
                 Op::Madvise { region: r, advice } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     region(self, &r).map(|(s, n)| {
                         self.do_madvise(cpu, mm, s, n, *advice);
                         StepResult::Continue
@@ -635,7 +635,7 @@ impl Sim {
                 }
                 Op::Msync { region: r } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     region(self, &r).map(|(s, n)| {
                         // msync() drops the mmap_lock around vfs_fsync_range(): the write-back
                         // is under do_syscall_64 in the profile, not under the lock.
@@ -647,7 +647,7 @@ impl Sim {
                 }
                 Op::Migrate { region: r, node } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     if *node as usize >= self.nodes.len() {
                         Err(format!("migrate: node {node} does not exist"))
                     } else {
@@ -659,7 +659,7 @@ impl Sim {
                 }
                 Op::Fwrite { file, pages } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     let f = self.file_get_or_create(file, *pages);
                     match self.generic_perform_write(cpu, f, *pages) {
                         Ok(()) => Ok(StepResult::Continue),
@@ -668,7 +668,7 @@ impl Sim {
                 }
                 Op::Kalloc { pages } => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     match self.kalloc_pages(cpu, *pages) {
                         Ok(()) => Ok(StepResult::Continue),
                         Err(e) => return self.fault_kill(t, prog, lineno, e),
@@ -676,7 +676,7 @@ impl Sim {
                 }
                 Op::Fork => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     match self.do_fork(cpu, t) {
                         Ok(()) => Ok(StepResult::Continue),
                         Err(e) => return self.fault_kill(t, prog, lineno, e),
@@ -684,7 +684,7 @@ impl Sim {
                 }
                 Op::Reap => {
                     *pc += 1;
-                    self.charge_sys(cpu, self.p.syscall_ns);
+                    self.enter_syscall(cpu, 0.0);
                     let children = self.tasks[t.0 as usize].children.clone();
                     let now = self.now(cpu);
                     let mut live = false;

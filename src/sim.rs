@@ -602,6 +602,9 @@ pub struct Cpu {
     pub scheduled: bool,
     /// The running task waits for a read until this time (block/mod.rs `io_wait`); 0 = none.
     pub io_wait_until: Ns,
+    /// This CPU's last kernel entry was a system call, not a page fault: its next page fault
+    /// pays `cost.fault_after_syscall_ns` ([`Sim::enter_syscall`], [`Sim::fault_entry_ns`]).
+    pub after_syscall: bool,
 }
 
 /// Typed cost and kernel parameters, derived once from the [`Config`].
@@ -613,6 +616,8 @@ pub struct Params {
     pub walk_pte_miss_fraction: f64,
     pub syscall_ns: f64,
     pub fault_ns: f64,
+    /// Extra time of a page fault whose CPU entered the kernel last for a system call.
+    pub fault_after_syscall_ns: f64,
     pub pte_update_ns: f64,
     pub page_alloc_ns: f64,
     /// Per-folio page-cache insertion and reclaim work not charged elsewhere (cost.filemap_add_folio_ns, cost.shrink_folio_ns).
@@ -733,6 +738,7 @@ impl Params {
             walk_pte_miss_fraction: c.float("cost.walk_pte_miss_fraction"),
             syscall_ns: c.float("cost.syscall_ns"),
             fault_ns: c.float("cost.fault_ns"),
+            fault_after_syscall_ns: c.float("cost.fault_after_syscall_ns"),
             pte_update_ns: c.float("cost.pte_update_ns"),
             page_alloc_ns: c.float("cost.page_alloc_ns"),
             filemap_add_folio_ns: c.float("cost.filemap_add_folio_ns"),
@@ -1009,6 +1015,7 @@ impl Sim {
                 stats: CpuStats::default(),
                 scheduled: false,
                 io_wait_until: 0,
+                after_syscall: false,
             })
             .collect();
         let workingset_bucket_order = crate::mm::workingset::bucket_order(frames.len() as u64);
@@ -1123,6 +1130,26 @@ impl Sim {
     #[inline]
     pub fn charge_sys(&mut self, cpu: CpuId, ns: f64) {
         self.charge_sys_ns(cpu, round_ns(ns));
+    }
+
+    /// A system call's entry and exit (`cost.syscall_ns`) plus `extra` ns of its own work: the
+    /// CPU's next page fault runs after the syscall path ([`Sim::fault_entry_ns`]).
+    #[inline]
+    pub fn enter_syscall(&mut self, cpu: CpuId, extra: f64) {
+        self.cpus[cpu.0 as usize].after_syscall = true;
+        self.charge_sys(cpu, self.p.syscall_ns + extra);
+    }
+
+    /// A page fault's entry, bookkeeping and exit (`cost.fault_ns`), plus
+    /// `cost.fault_after_syscall_ns` when the CPU's last kernel entry was a system call. On this
+    /// host a fault right after any syscall costs ~400 ns more than one right after another
+    /// fault, and a syscall costs the same after either (docs/host-findings.md §8.9); the model
+    /// has no caches or branch predictors, so it keeps only that one bit of history per CPU.
+    #[inline]
+    pub fn fault_entry_ns(&mut self, cpu: CpuId) -> f64 {
+        let c = &mut self.cpus[cpu.0 as usize];
+        let after = std::mem::replace(&mut c.after_syscall, false);
+        if after { self.p.fault_ns + self.p.fault_after_syscall_ns } else { self.p.fault_ns }
     }
 
     /// [`Sim::charge_sys`] of whole nanoseconds (a wait measured on the clocks), without the

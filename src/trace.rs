@@ -274,7 +274,7 @@ impl Sim {
                 let _ = self.access(cpu, mm, addr >> PAGE_SHIFT, err & 2 != 0, err & 0x10 != 0);
             }
             Ev::Mmap { addr, len, prot, flags, fd, off, ret } => {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 // get_unmapped_area() calls find_vma only for a non-fixed hint; do_mmap checks
                 // MAP_FIXED_NOREPLACE with find_vma_intersection.
                 let fixed = flags & 0x10 != 0;
@@ -293,11 +293,11 @@ impl Sim {
                 }
             }
             Ev::Munmap { addr, len, .. } => {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 self.do_munmap(cpu, mm, addr >> PAGE_SHIFT, pages(*len));
             }
             Ev::Mprotect { addr, len, prot, ret } => {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 if !is_err(*ret) {
                     self.do_mprotect(cpu, mm, addr >> PAGE_SHIFT, pages(*len), prot_of(*prot));
                 } else {
@@ -308,12 +308,12 @@ impl Sim {
                 let new = ret.div_ceil(PAGE_SIZE);
                 match r.brk {
                     None => {
-                        self.charge_sys(cpu, self.p.syscall_ns);
+                        self.enter_syscall(cpu, 0.0);
                         r.brk = Some((new, new));
                     }
                     Some((start, cur)) => {
                         if *addr == 0 || new == cur {
-                            self.charge_sys(cpu, self.p.syscall_ns);
+                            self.enter_syscall(cpu, 0.0);
                         } else {
                             let got = self.sys_brk(cpu, mm, start, cur, new);
                             r.brk = Some((start, got));
@@ -322,7 +322,7 @@ impl Sim {
                 }
             }
             Ev::Madvise { addr, len, advice, .. } => {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 if *advice == 4 {
                     self.do_madvise(cpu, mm, addr >> PAGE_SHIFT, pages(*len), Advice::DontNeed);
                 } else {
@@ -330,7 +330,7 @@ impl Sim {
                 }
             }
             Ev::Fork { child, kind } => {
-                self.charge_sys(cpu, self.p.syscall_ns + self.p.fork_ns);
+                self.enter_syscall(cpu, self.p.fork_ns);
                 let cmm = match kind {
                     ForkKind::Process => self.dup_mm(cpu, mm).map_err(|e| format!("fork: {e:?}"))?,
                     ForkKind::Thread | ForkKind::Vfork => mm,
@@ -346,7 +346,7 @@ impl Sim {
             Ev::Exec { layout, .. } => {
                 // exec_mmap(): a new mm (the task's vmacache is flushed: a new simulated task
                 // continues the traced one), the old mm dropped when this task exits.
-                self.charge_sys(cpu, self.p.syscall_ns + self.p.fork_ns);
+                self.enter_syscall(cpu, self.p.fork_ns);
                 let nmm = self.try_mm_alloc(cpu).ok_or_else(|| "exec: out of memory for a new mm".to_string())?;
                 self.replay_exec_layout(cpu, nmm, r.tid, &evs[r.pc..], layout);
                 let ct = ReplayTask { trace: trace.clone(), tid: r.tid, pc: r.pc, brk: None };

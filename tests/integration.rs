@@ -144,6 +144,21 @@ fn touch_words_charges_the_other_words_as_tlb_hits() {
     assert_eq!(many.cpus[0].stats.sys_ns, one.cpus[0].stats.sys_ns);
 }
 
+/// cost.fault_after_syscall_ns: a page fault whose CPU entered the kernel last for a system call
+/// pays it; a fault right after another fault does not (docs/host-findings.md §8.9).
+#[test]
+fn only_a_fault_right_after_a_syscall_pays_fault_after_syscall_ns() {
+    let ops = "mmap a 64\nloop 10\ntouch a write\nmadvise a dontneed\nend\n";
+    let run = |extra: u32| run_ops(2, &[(0, ops)], &[&format!("cost.fault_after_syscall_ns={extra}")]);
+    let (base, with) = (run(0), run(700));
+    let faults = |s: &Sim| s.vmstat.ev[mmsim::mm::vmstat::VmEvent::PGFAULT as usize];
+    assert_eq!(faults(&base), 640);
+    assert_eq!(faults(&with), 640);
+    // Ten loops: each one's first fault follows a syscall (the mmap, then each madvise); the
+    // other 63 follow a fault.
+    assert_eq!(with.cpus[0].stats.sys_ns - base.cpus[0].stats.sys_ns, 10 * 700);
+}
+
 // ---------------------------------------------------------------- the x86 flush baseline
 
 /// flush_tlb_mm_range(): up to tlb_single_page_flush_ceiling (33) pages are INVLPG'd one by one,

@@ -583,7 +583,8 @@ impl Sim {
         let hvpn = vpn >> order << order;
         self.hugetlb.stats.hugetlb_faults += 1;
         self.vmstat.count(VmEvent::PGFAULT);
-        self.charge_sys(cpu, self.p.fault_ns);
+        let ns = self.fault_entry_ns(cpu);
+        self.charge_sys(cpu, ns);
         if let Some(&p) = self.hugetlb.mappings.get(&(mm.0, hvpn)) {
             self.hugetlb_tlb_fill(cpu, mm, vpn, p);
             return Some(p);

@@ -165,7 +165,8 @@ impl Sim {
     fn handle_mm_fault_locked(&mut self, cpu: CpuId, mm: MmId, vpn: u64, write: bool, instr: bool) -> Result<(), FaultError> {
         self.vmstat.count(VmEvent::PGFAULT);
         self.trace(cpu, || crate::report::trace_log::TraceEvent::PageFaultUser { address: vpn << PAGE_SHIFT, error_code: 4 | (write as u64) << 1 | (instr as u64) << 4 });
-        self.charge_sys(cpu, self.p.fault_ns);
+        let ns = self.fault_entry_ns(cpu);
+        self.charge_sys(cpu, ns);
         let Some(vma) = self.vma_at(cpu, mm, vpn) else {
             return Err(FaultError::Segv(Box::new(format!("no VMA at {}", Vpn(vpn).addr()))));
         };

@@ -271,6 +271,38 @@ static void bench_fault_warm(double *fault, double *unmap)
     }
 }
 
+/* ---- bench_fault_warm()'s write-touches with a getppid() before each: per page, the touch
+ * and the call together. On this host a page fault right after a system call costs ~400 ns
+ * more than one right after another fault, whatever the call (getppid, sched_yield, madvise),
+ * while a system call costs the same after a fault as after another call
+ * (docs/host-findings.md §8.9). calibrate.rs takes this less fault_touch_warm and less syscall
+ * as cost.fault_after_syscall_ns. */
+static double bench_fault_after_syscall(void)
+{
+    char *at = reserve_2m(WPAGES * PG);
+    double best = 1e18;
+    for (int r = 0; r < REPS; r++) {
+        uint64_t tf = 0;
+        for (int i = 0; i < WARM_ITERS + WITERS; i++) {
+            char *p = mmap(at, WPAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            if (p != at)
+                die("mmap(MAP_FIXED_NOREPLACE)");
+            uint64_t t1 = now_ns();
+            for (size_t k = 0; k < WPAGES; k++) {
+                syscall(SYS_getppid);
+                ((volatile char *)p)[k * PG] = 1;
+            }
+            uint64_t t2 = now_ns();
+            if (munmap(p, WPAGES * PG) != 0)
+                die("munmap");
+            if (i >= WARM_ITERS)
+                tf += t2 - t1;
+        }
+        best = min_d(best, (double)tf / (WITERS * WPAGES));
+    }
+    return best;
+}
+
 /* ---- madvise(MADV_DONTNEED) of one untouched page between guard pages, per call: the call's
  * fixed work (madvise_lock(), the VMA walk, the mmu_gather's set-up and finish) with no page
  * table under it to zap. */
@@ -811,6 +843,7 @@ int main(int argc, char **argv)
     double fw, uw;
     bench_fault_warm(&fw, &uw);
     printf("fault_touch_warm=%.2f\nmap_unmap_per_page_warm=%.2f\n", fw, uw);
+    printf("fault_touch_after_syscall=%.2f\n", bench_fault_after_syscall());
     printf("madvise_call=%.2f\n", bench_madvise_call());
     double alone, with;
     uint64_t ipis;

@@ -451,7 +451,7 @@ impl Sim {
     /// `find_vma_intersection` and expands the heap VMA in place (vma_merge with the previous
     /// heap: no unlink); shrinking is a `do_munmap`. Returns the new brk.
     pub fn sys_brk(&mut self, cpu: CpuId, mm: MmId, start_brk: u64, old: u64, new: u64) -> u64 {
-        self.charge_sys(cpu, self.p.syscall_ns + self.p.vma_op_ns);
+        self.enter_syscall(cpu, self.p.vma_op_ns);
         if new < start_brk {
             return old;
         }
@@ -572,7 +572,7 @@ impl Sim {
         }
         let spec = sp.specs[sp.queue[sp.next]].clone();
         sp.next += sp.stride;
-        self.charge_sys(cpu, self.p.syscall_ns + self.p.fork_ns);
+        self.enter_syscall(cpu, self.p.fork_ns);
         // bprm_mm_init(): the new mm and its stack VMA; copy_strings(): get_user_pages_remote()
         // on the new mm for the argument and environment pages (find_extend_vma on a foreign mm).
         let Some(mm) = self.try_mm_alloc(cpu) else {
@@ -618,14 +618,14 @@ impl Sim {
                 self.do_mmap(cpu, mm, m.chunk_pages + holes as u64, Prot::ReadWrite, false, Backing::Anon, None)?
             };
             if holes && m.alloc != EbizzyAlloc::Never {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 self.do_munmap(cpu, mm, start + m.chunk_pages, 1);
             }
             for p in 0..m.chunk_pages {
                 self.access_or_drop(cpu, mm, start + p, true, false).map_err(|e| format!("{e:?}"))?;
             }
             if m.prevent_merge == "permissions" && i % 2 == 1 {
-                self.charge_sys(cpu, self.p.syscall_ns);
+                self.enter_syscall(cpu, 0.0);
                 self.do_mprotect(cpu, mm, start, m.chunk_pages, Prot::Read);
             }
             chunks.push((start, m.chunk_pages));
@@ -650,7 +650,7 @@ impl Sim {
             EbizzyAlloc::Never => true,
             EbizzyAlloc::Malloc => e.glibc.threshold_raised.load(Ordering::Relaxed),
         };
-        self.charge_sys(cpu, self.p.syscall_ns);
+        self.enter_syscall(cpu, 0.0);
         if !arena {
             return Ok((self.do_mmap(cpu, mm, pages, Prot::ReadWrite, false, Backing::Anon, None)?, true));
         }
@@ -672,7 +672,7 @@ impl Sim {
     }
 
     fn ebizzy_free(&mut self, cpu: CpuId, mm: MmId, e: &mut EbizzyThread, start: u64, pages: u64, mmapped: bool) {
-        self.charge_sys(cpu, self.p.syscall_ns);
+        self.enter_syscall(cpu, 0.0);
         if mmapped {
             self.do_munmap(cpu, mm, start, pages);
             if e.alloc == EbizzyAlloc::Malloc {
