@@ -652,6 +652,8 @@ pub struct Params {
     pub dirty_expire_ns: Ns,
     pub dirty_writeback_ns: Ns,
     pub block_read_bytes_per_ns: f64,
+    /// CPU time of submitting one read request (cost.block_read_submit_ns).
+    pub block_read_submit_ns: f64,
     pub block_write_bytes_per_ns: f64,
     /// vm read_ahead_kb / 4: the readahead window's maximum in pages (0 = off).
     pub read_ahead_pages: u64,
@@ -766,6 +768,7 @@ impl Params {
             dirty_expire_ns: c.int("vm.dirty_expire_centisecs") as Ns * 10_000_000,
             dirty_writeback_ns: c.int("vm.dirty_writeback_centisecs") as Ns * 10_000_000,
             block_read_bytes_per_ns: c.float("cost.block_read_bytes_per_ns"),
+            block_read_submit_ns: c.float("cost.block_read_submit_ns"),
             block_write_bytes_per_ns: c.float("cost.block_write_bytes_per_ns"),
             read_ahead_pages: c.int("vm.read_ahead_kb") as u64 / 4,
             kver,

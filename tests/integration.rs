@@ -159,6 +159,26 @@ fn only_a_fault_right_after_a_syscall_pays_fault_after_syscall_ns() {
     assert_eq!(with.cpus[0].stats.sys_ns - base.cpus[0].stats.sys_ns, 10 * 700);
 }
 
+/// cost.block_read_submit_ns: each read request charges its submitting CPU that much system
+/// time before the task sleeps, and the task's wake-up moves by as much (docs/host-findings.md
+/// §8.9).
+#[test]
+fn each_read_request_charges_block_read_submit_ns_before_its_sleep() {
+    let ops = "mmap f 256 file:data shared prot=r\ntouch f read\n";
+    let run = |submit: u32| run_ops(2, &[(0, ops)], &[&format!("cost.block_read_submit_ns={submit}")]);
+    let (base, with) = (run(0), run(20_000));
+    let reads = |s: &Sim| s.blkdev.iter().map(|d| d.reads).sum::<u64>();
+    assert!(reads(&base) > 1, "the file is read in several requests");
+    assert_eq!(reads(&with), reads(&base));
+    let submit = |s: &Sim| s.prof.children_ns(mmsim::kernel::profile::KFn::SubmitBio);
+    assert_eq!((submit(&base), submit(&with)), (0, 20_000 * reads(&base)));
+    // The first read is synchronous: its submission delays the reader. An asynchronous
+    // readahead's submission does too, but its completion may land while the reader still
+    // reads earlier pages; so the end moves by at least one submission and at most all.
+    let moved = with.end_ns - base.end_ns;
+    assert!(moved >= 20_000 && moved <= 20_000 * reads(&base), "{moved}");
+}
+
 // ---------------------------------------------------------------- the x86 flush baseline
 
 /// flush_tlb_mm_range(): up to tlb_single_page_flush_ceiling (33) pages are INVLPG'd one by one,

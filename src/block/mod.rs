@@ -97,8 +97,14 @@ impl BlockDev {
 
 impl Sim {
     /// `submit_bio()` of a read of `pages` pages on `dev` from `cpu` now: the time until it
-    /// completes.
+    /// completes. The submission's CPU time (`cost.block_read_submit_ns`) is charged to `cpu`
+    /// first, as the task's system time; the device's time starts after it.
     pub(crate) fn submit_read(&mut self, cpu: CpuId, dev: Dev, pages: u64) -> f64 {
+        if self.p.block_read_submit_ns > 0.0 {
+            self.kfn_enter(cpu, crate::kernel::profile::KFn::SubmitBio);
+            self.charge_sys(cpu, self.p.block_read_submit_ns);
+            self.kfn_exit(cpu);
+        }
         let page_xfer = 4096.0 / self.p.block_read_bytes_per_ns;
         let queued = self.book_io(cpu, dev, pages as f64 * page_xfer);
         let d = &mut self.blkdev[dev as usize];

@@ -52,9 +52,10 @@ pub enum KFn {
     DoNumaPage,
     LufTakeoff,
     DrainAllPages,
+    SubmitBio,
 }
 
-pub const NKFN: usize = KFn::DrainAllPages as usize + 1;
+pub const NKFN: usize = KFn::SubmitBio as usize + 1;
 
 impl KFn {
     pub const ALL: [KFn; NKFN] = [
@@ -93,6 +94,7 @@ impl KFn {
         KFn::DoNumaPage,
         KFn::LufTakeoff,
         KFn::DrainAllPages,
+        KFn::SubmitBio,
     ];
 
     pub fn symbol(self) -> &'static str {
@@ -133,6 +135,7 @@ impl KFn {
             KFn::DoNumaPage => "do_numa_page",
             KFn::LufTakeoff => "luf_takeoff_end",
             KFn::DrainAllPages => "drain_all_pages",
+            KFn::SubmitBio => "submit_bio",
         }
     }
 }

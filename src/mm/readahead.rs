@@ -210,8 +210,11 @@ impl Sim {
         }
         if !read.is_empty() {
             self.charge_sys(cpu, self.p.page_alloc_ns * read.len() as f64);
-            let now = self.cpus[cpu.0 as usize].clock;
+            let before = self.cpus[cpu.0 as usize].clock;
             let io = self.read_pages_ns(cpu, file, &read);
+            // A device read's time counts from after its submission (cost.block_read_submit_ns,
+            // charged in submit_read()); a sparse file's holes complete when the clearing began.
+            let now = if self.files[file.0 as usize].sparse { before } else { self.cpus[cpu.0 as usize].clock };
             if want.is_some() {
                 // The faulting task sleeps until the whole I/O completes (folio_wait_locked on
                 // its page).

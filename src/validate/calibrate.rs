@@ -179,7 +179,7 @@ fn cold_regime(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<Vec<String
 /// page-cache read of one page slept 51-68, and its 1 MiB reads moved 2.5-2.8 bytes per ns where
 /// readahead into the page cache moved 1.4-2.0 (docs/host-findings.md §8.8, session 38).
 /// Nothing (and no note) when calibrate.c did not run it: `derive` has said why.
-pub fn derive_block_buffered(m: &BTreeMap<String, String>, _d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
+pub fn derive_block_buffered(m: &BTreeMap<String, String>, d: &[Derived]) -> Result<(Vec<Derived>, Vec<String>), String> {
     if !m.contains_key("bread_4k_wait") {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -202,6 +202,20 @@ pub fn derive_block_buffered(m: &BTreeMap<String, String>, _d: &[Derived]) -> Re
         } else {
             notes.push(format!("page-cache {what} bandwidth not derived (the whole file, {all:.0} ns, was not slower than one page, {one:.0} ns); cost.{kbw} keeps the O_DIRECT figure or the default"));
         }
+    }
+    // The read's CPU time besides its sleep: the miss's CPU less a page-cache hit's, less what
+    // the model already charges a miss for (the page's allocation and insertion).
+    match (f("bread_4k_cpu"), f("bread_cached_cpu")) {
+        (Ok(miss), Ok(hit)) => {
+            let known = |k: &str| d.iter().find(|x| x.key == k).map_or(0.0, |x| x.value);
+            let model = known("page_alloc_ns") + known("filemap_add_folio_ns");
+            out.push(Derived {
+                key: "block_read_submit_ns",
+                value: round((miss - hit - model).max(0.0)),
+                how: format!("page cache: CPU time of a pread() of one evicted page {miss:.0} ns, less reading it again cached ({hit:.0}), less page_alloc_ns + filemap_add_folio_ns ({model:.0})"),
+            });
+        }
+        _ => notes.push("cost.block_read_submit_ns not measured (calibrate printed no bread_4k_cpu=); 0 stays".into()),
     }
     Ok((out, notes))
 }
@@ -476,7 +490,7 @@ mod tests {
         assert_eq!(derive_block_buffered(&m, &d).unwrap(), (Vec::new(), Vec::new()));
         // One evicted page slept 60 us, the 1024-page file 60 us + 1023 pages at 2.048 B/ns;
         // writes: 120 us, and 1023 pages in 1023 x 1 us.
-        let buffered = format!("{direct}bread_4k_wait=60000\nbread_all_wait={}\nbwrite_4k_wait=120000\nbwrite_all_wait=1143000\nbb_pages=1024\n", 60000 + 1023 * 2000);
+        let buffered = format!("{direct}bread_4k_wait=60000\nbread_all_wait={}\nbwrite_4k_wait=120000\nbwrite_all_wait=1143000\nbb_pages=1024\nbread_4k_cpu=27000\nbread_cached_cpu=1500\n", 60000 + 1023 * 2000);
         let m = parse(&OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", &buffered));
         let (x, notes) = derive_block_buffered(&m, &d).unwrap();
         assert!(notes.is_empty(), "{notes:?}");
@@ -492,6 +506,12 @@ mod tests {
         let text = profile_text("6.18", "2026-11-29", &d, &[]);
         let c = crate::config::load_str_profiled("s.toml", "", Some(("host.toml", &text)), &[]).unwrap();
         assert_eq!(c.float("cost.block_write_4k_ns"), 120000.0);
+        // The read's CPU: the miss's less the hit's, less the model's allocation and insertion
+        // (none derived here), then with them.
+        assert_eq!(get("block_read_submit_ns"), 25500.0);
+        let known = [("page_alloc_ns", 150.0), ("filemap_add_folio_ns", 350.0)].map(|(key, value)| Derived { key, value, how: String::new() });
+        let (x, _) = derive_block_buffered(&m, &known).unwrap();
+        assert_eq!(x.iter().find(|k| k.key == "block_read_submit_ns").unwrap().value, 25000.0);
         // A whole file no slower than one page gives no bandwidth, and says so.
         let m = parse(&OUT.replace("block=skipped:/var/tmp-is-not-on-a-disk\n", "bread_4k_wait=60000\nbread_all_wait=50000\nbwrite_4k_wait=120000\nbwrite_all_wait=1143000\nbb_pages=1024\n"));
         let (x, notes) = derive_block_buffered(&m, &[]).unwrap();
