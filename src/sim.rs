@@ -618,6 +618,8 @@ pub struct Params {
     pub fault_ns: f64,
     /// Extra time of a page fault whose CPU entered the kernel last for a system call.
     pub fault_after_syscall_ns: f64,
+    /// A flush's trip through native_flush_tlb_multi() (cost.flush_multi_ns).
+    pub flush_multi_ns: f64,
     pub pte_update_ns: f64,
     pub page_alloc_ns: f64,
     /// Per-folio page-cache insertion and reclaim work not charged elsewhere (cost.filemap_add_folio_ns, cost.shrink_folio_ns).
@@ -741,6 +743,7 @@ impl Params {
             syscall_ns: c.float("cost.syscall_ns"),
             fault_ns: c.float("cost.fault_ns"),
             fault_after_syscall_ns: c.float("cost.fault_after_syscall_ns"),
+            flush_multi_ns: c.float("cost.flush_multi_ns"),
             pte_update_ns: c.float("cost.pte_update_ns"),
             page_alloc_ns: c.float("cost.page_alloc_ns"),
             filemap_add_folio_ns: c.float("cost.filemap_add_folio_ns"),

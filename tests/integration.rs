@@ -179,6 +179,29 @@ fn each_read_request_charges_block_read_submit_ns_before_its_sleep() {
     assert!(moved >= 20_000 && moved <= 20_000 * reads(&base), "{moved}");
 }
 
+/// cost.flush_multi_ns: every flush that goes through native_flush_tlb_multi() pays it, IPIs
+/// or none; a flush whose mask holds only the initiator does not (docs/host-findings.md §8.9).
+#[test]
+fn a_flush_past_a_lazy_cpu_pays_flush_multi_ns_without_an_ipi() {
+    use mmsim::mm::vmstat::VmEvent;
+    let ops = "mmap a 1\ntouch a write\nloop 10\nmprotect a r\nmprotect a rw\ntouch a write\nend\n";
+    let run = |sibling: bool, multi: u32| {
+        let mut threads = vec![(0, ops)];
+        if sibling {
+            threads.push((1, "sleep forever\n"));
+        }
+        run_ops(2, &threads, &[&format!("cost.flush_multi_ns={multi}")])
+    };
+    let remote = |s: &Sim| s.vmstat.ev[VmEvent::NR_TLB_REMOTE_FLUSH as usize];
+    let (base, with) = (run(true, 0), run(true, 500));
+    assert_eq!(remote(&base), 20, "two flushes per iteration (both mprotects change _PAGE_RW) past the sleeping thread's CPU");
+    assert_eq!(shootdowns(&with), 0, "CPU 1 is lazy: no IPI");
+    assert_eq!(with.cpus[0].stats.sys_ns - base.cpus[0].stats.sys_ns, 500 * remote(&base));
+    let (alone, alone_with) = (run(false, 0), run(false, 500));
+    assert_eq!(remote(&alone), 0);
+    assert_eq!(alone_with.cpus[0].stats.sys_ns, alone.cpus[0].stats.sys_ns);
+}
+
 // ---------------------------------------------------------------- the x86 flush baseline
 
 /// flush_tlb_mm_range(): up to tlb_single_page_flush_ceiling (33) pages are INVLPG'd one by one,

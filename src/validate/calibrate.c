@@ -351,6 +351,20 @@ static void *spinner(void *arg)
     return NULL;
 }
 
+/* A thread of the same mm that ran on CPU 1 and sleeps there (blocked on a pipe): CPU 1 idles
+ * in lazy TLB mode with the mm still in its mm_cpumask. */
+static int sleeper_pipe[2];
+static void *sleeper(void *arg)
+{
+    (void)arg;
+    pin(1);
+    atomic_store(&ready, 1);
+    char c;
+    if (read(sleeper_pipe[0], &c, 1) != 1)
+        die("read(sleeper pipe)");
+    return NULL;
+}
+
 static double mprotect_loop(char *p, int n)
 {
     uint64_t t0 = now_ns();
@@ -400,6 +414,66 @@ static void bench_ipi(double *alone, double *with, uint64_t *ipis, int *iters)
     }
     *iters = REPS * IPI_ITERS;
     munmap(g, 3 * PG);
+}
+
+/* ---- bench_ipi()'s loop in a fresh process (its mm_cpumask holds CPU 0 alone, as 6.14+ clears
+ * a CPU from it only lazily), CPU 1 idle: alone, or with a thread of the mm asleep on CPU 1. With
+ * the sleeper, every flush goes through native_flush_tlb_multi() and
+ * smp_call_function_many_cond(), where should_flush_tlb() skips the lazy CPU 1: no IPI, but the
+ * trip costs the initiator (cpumask work, reading CPU 1's per-CPU TLB state). Per iteration
+ * (one flush: mprotect(PROT_READ)), the best of 3 loops in each of `rounds` fresh children. */
+static double lazy_child(int with_sleeper)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        die("pipe");
+    pid_t c = fork();
+    if (c < 0)
+        die("fork");
+    if (c == 0) {
+        close(fds[0]);
+        char *g;
+        char *p = map_guarded(1, &g);
+        p[0] = 1;
+        pthread_t t;
+        if (with_sleeper) {
+            atomic_store(&ready, 0);
+            if (pipe(sleeper_pipe) != 0)
+                die("pipe");
+            if (pthread_create(&t, NULL, sleeper, NULL) != 0)
+                die("pthread_create");
+            while (!atomic_load(&ready))
+                ;
+        }
+        usleep(20000);
+        double best = 1e18;
+        for (int r = 0; r < 3; r++)
+            best = min_d(best, mprotect_loop(p, IPI_ITERS));
+        if (with_sleeper) {
+            if (write(sleeper_pipe[1], "x", 1) != 1)
+                die("write(sleeper pipe)");
+            pthread_join(t, NULL);
+        }
+        if (write(fds[1], &best, sizeof(best)) != (ssize_t)sizeof(best))
+            die("write(result pipe)");
+        _exit(0);
+    }
+    close(fds[1]);
+    double v = 1e18;
+    if (read(fds[0], &v, sizeof(v)) != (ssize_t)sizeof(v))
+        die("read(result pipe)");
+    close(fds[0]);
+    waitpid(c, NULL, 0);
+    return v;
+}
+
+static void bench_lazy_sibling(double *none, double *asleep)
+{
+    *none = *asleep = 1e18;
+    for (int r = 0; r < 3; r++) {
+        *none = min_d(*none, lazy_child(0));
+        *asleep = min_d(*asleep, lazy_child(1));
+    }
 }
 
 /* ---- lock hand-off: a cache line (a ticket-free test-and-set spinlock) passed between CPU 0
@@ -867,6 +941,9 @@ int main(int argc, char **argv)
     bench_ipi(&alone, &with, &ipis, &iters);
     printf("mprotect_other_spin=%.2f\nmprotect_spin=%.2f\ntlb_ipis=%llu\nipi_iters=%d\n", alone, with,
            (unsigned long long)ipis, iters);
+    double lazy_none, lazy_asleep;
+    bench_lazy_sibling(&lazy_none, &lazy_asleep);
+    printf("mprotect_alone=%.2f\nmprotect_lazy_sibling=%.2f\n", lazy_none, lazy_asleep);
     printf("handoff=%.2f\n", bench_handoff());
     double ew;
     printf("fork=%.1f\n", bench_fork(&ew));

@@ -205,6 +205,13 @@ impl Sim {
         if self.oracle.is_some() && skipped {
             self.mark("lazy cpu skipped by a flush");
         }
+        if self.p.flush_multi_ns > 0.0 {
+            // The initiator's walk of the mask (should_flush_tlb() per CPU, the cfd masks)
+            // before the first IPI goes out, IPIs or none (cost.flush_multi_ns).
+            self.kfn_enter(cpu, KFn::SmpCallFunctionManyCond);
+            self.charge_sys(cpu, self.p.flush_multi_ns);
+            self.kfn_exit(cpu);
+        }
         let t0 = self.now(cpu);
         let mut done = t0;
         let mut sent = 0u32;
