@@ -243,7 +243,9 @@ static char *reserve_2m(size_t len)
     return a;
 }
 
-static void bench_fault_warm(double *fault, double *unmap)
+/* `getppid_before`: a getppid() before each write-touch, timed with it (the fault-after-syscall
+ * loop below). */
+static void fault_warm_loop(double *fault, double *unmap, int getppid_before)
 {
     char *at = reserve_2m(WPAGES * PG);
     *fault = *unmap = 1e18;
@@ -255,8 +257,11 @@ static void bench_fault_warm(double *fault, double *unmap)
             if (p != at)
                 die("mmap(MAP_FIXED_NOREPLACE)");
             uint64_t t1 = now_ns();
-            for (size_t k = 0; k < WPAGES; k++)
+            for (size_t k = 0; k < WPAGES; k++) {
+                if (getppid_before)
+                    syscall(SYS_getppid);
                 ((volatile char *)p)[k * PG] = 1;
+            }
             uint64_t t2 = now_ns();
             if (munmap(p, WPAGES * PG) != 0)
                 die("munmap");
@@ -271,6 +276,11 @@ static void bench_fault_warm(double *fault, double *unmap)
     }
 }
 
+static void bench_fault_warm(double *fault, double *unmap)
+{
+    fault_warm_loop(fault, unmap, 0);
+}
+
 /* ---- bench_fault_warm()'s write-touches with a getppid() before each: per page, the touch
  * and the call together. On this host a page fault right after a system call costs ~400 ns
  * more than one right after another fault, whatever the call (getppid, sched_yield, madvise),
@@ -279,28 +289,9 @@ static void bench_fault_warm(double *fault, double *unmap)
  * as cost.fault_after_syscall_ns. */
 static double bench_fault_after_syscall(void)
 {
-    char *at = reserve_2m(WPAGES * PG);
-    double best = 1e18;
-    for (int r = 0; r < REPS; r++) {
-        uint64_t tf = 0;
-        for (int i = 0; i < WARM_ITERS + WITERS; i++) {
-            char *p = mmap(at, WPAGES * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-            if (p != at)
-                die("mmap(MAP_FIXED_NOREPLACE)");
-            uint64_t t1 = now_ns();
-            for (size_t k = 0; k < WPAGES; k++) {
-                syscall(SYS_getppid);
-                ((volatile char *)p)[k * PG] = 1;
-            }
-            uint64_t t2 = now_ns();
-            if (munmap(p, WPAGES * PG) != 0)
-                die("munmap");
-            if (i >= WARM_ITERS)
-                tf += t2 - t1;
-        }
-        best = min_d(best, (double)tf / (WITERS * WPAGES));
-    }
-    return best;
+    double fault, unmap;
+    fault_warm_loop(&fault, &unmap, 1);
+    return fault;
 }
 
 /* ---- madvise(MADV_DONTNEED) of one untouched page between guard pages, per call: the call's
@@ -421,7 +412,8 @@ static void bench_ipi(double *alone, double *with, uint64_t *ipis, int *iters)
  * the sleeper, every flush goes through native_flush_tlb_multi() and
  * smp_call_function_many_cond(), where should_flush_tlb() skips the lazy CPU 1: no IPI, but the
  * trip costs the initiator (cpumask work, reading CPU 1's per-CPU TLB state). Per iteration
- * (one flush: mprotect(PROT_READ)), the best of 3 loops in each of `rounds` fresh children. */
+ * (two flushes: both mprotects change _PAGE_RW), the best of 3 loops in each of 3 fresh
+ * children. */
 static double lazy_child(int with_sleeper)
 {
     int fds[2];
