@@ -35,7 +35,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a scenario and print /proc/interrupts, /proc/vmstat, /proc/meminfo and perf-stat output.
-    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts\n  mmsim run scenarios/munmap-storm.toml --only lock_stat\n  mmsim run scenarios/munmap-storm.toml --only profile\n  mmsim run scenarios/lru-file-mmap-read.toml --only zoneinfo   # watermarks and pcp lists")]
+    #[command(after_help = "Examples:\n  mmsim run scenarios/munmap-storm.toml\n  mmsim run scenarios/pmbench-uniform.toml --set workload.threads=4 --json r.json\n  mmsim run s.toml --only interrupts\n  mmsim run scenarios/munmap-storm.toml --only lock_stat\n  mmsim run scenarios/munmap-storm.toml --only profile\n  mmsim run scenarios/lru-file-mmap-read.toml --only profile --set run.profile_delay_ms=20 --set run.profile_duration_ms=10   # as perf record -D 20 for 10 ms\n  mmsim run scenarios/lru-file-mmap-read.toml --only zoneinfo   # watermarks and pcp lists")]
     Run {
         /// Scenario file (TOML; see README "Writing a scenario" and `mmsim knobs`).
         scenario: PathBuf,

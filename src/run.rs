@@ -250,6 +250,7 @@ impl Sim {
                 return self.finish(Outcome::Interrupted, ev.time);
             }
             self.timeline_tick(ev.time);
+            self.profile_window_tick(ev.time);
             match ev.kind {
                 EventKind::Wake => {
                     if !self.wake_cancelled(ev.id, ev.time) {
@@ -327,6 +328,7 @@ impl Sim {
             }
         }
         self.end_ns = end;
+        self.profile_window_close(end);
         outcome
     }
 

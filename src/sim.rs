@@ -920,6 +920,9 @@ pub struct Sim {
     pub tracer: Option<Box<crate::report::trace_log::Tracer>>,
     /// `--timeline`: the counter sampler (src/report/timeline.rs); None = off.
     pub timeline: Option<Box<crate::report::timeline::Timeline>>,
+    /// A window of the run whose profile is kept apart (lkp-tests' perf-profile: a few seconds
+    /// in the middle of the run): `kernel/profile.rs` [`crate::kernel::profile::ProfileWindow`].
+    pub profile_window: Option<Box<crate::kernel::profile::ProfileWindow>>,
     /// Memory tiers, demotion targets and per-node promotion state (mm/memory_tiers.rs).
     pub tiers: crate::mm::memory_tiers::MemoryTiers,
     /// arch/x86/mm/invlpgb.rs, rar.rs: global ASIDs, INVLPGB/TLBSYNC and RAR state (all off
@@ -1077,6 +1080,7 @@ impl Sim {
             prof: crate::kernel::profile::Profile::new(ncpus),
             tracer: None,
             timeline: None,
+            profile_window: None,
             tiers: Default::default(),
             bcast: Box::new(crate::arch::x86::mm::invlpgb::Broadcast::new(cfg, ncpus)),
             latr: crate::mm::latr::Latr::from_config(cfg, ncpus),
@@ -1092,6 +1096,12 @@ impl Sim {
             sim.p.lock_handoff_cross_socket_ns,
         );
         sim.locks.grant = crate::kernel::locking::Grant::parse(&cfg.str("kernel.lock_grant"));
+        let (delay, duration) = (cfg.float("run.profile_delay_ms"), cfg.float("run.profile_duration_ms"));
+        if delay > 0.0 || duration > 0.0 {
+            let start = (delay * 1e6) as Ns;
+            let end = if duration > 0.0 { start.saturating_add((duration * 1e6) as Ns) } else { Ns::MAX };
+            sim.profile_window = Some(Box::new(crate::kernel::profile::ProfileWindow::new(start, end)));
+        }
         sim.init_page_alloc(cfg);
         // The shared zero page (ZERO_PAGE(0)), never freed.
         let z = sim.alloc_page(NodeId(0)).expect("node 0 has memory");

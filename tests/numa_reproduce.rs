@@ -115,8 +115,18 @@ fn bad_overrides_are_errors_not_panics() {
     assert!(e.to_string().contains("workload.read_pct"), "{e}");
 }
 
+/// The share in lkp-tests' perf-profile window (10 s from half the run) is kept beside the
+/// whole run's; the mechanism removes it too.
 #[test]
-#[ignore = "known miss (docs/numa.md): with the shared cost model's IPI costs and a 60 s run, 5.12's try_to_unmap share is ~1.5%, not the band's >= 3% (published 6.02%)"]
+fn the_profile_window_share_is_kept_beside_the_whole_runs() {
+    let [b, a] = pair();
+    let (wb, wa) = (b.try_to_unmap_pct_window.expect("the run reaches the window"), a.try_to_unmap_pct_window.expect("the run reaches the window"));
+    assert!(wb > 0.0 && wb < 100.0, "5.12 window: {wb}%");
+    assert!(wa < 0.1 * wb, "5.13 removes the shootdowns in the window too: {wb}% -> {wa}%");
+}
+
+#[test]
+#[ignore = "known miss (docs/numa.md): with the shared cost model and the chosen 60 s run, 5.12's try_to_unmap share over the run is ~2-3%, not the band's >= 3% (published 6.02%, likely lkp-tests' 10 s window)"]
 fn try_to_unmap_share_before_is_at_least_three_percent() {
     let [b, _] = pair();
     assert!(b.try_to_unmap_pct >= 3.0, "5.12: {}%", b.try_to_unmap_pct);

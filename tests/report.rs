@@ -262,3 +262,43 @@ fn compare_two_runs_and_two_reproductions() {
     let o = mmsim(&["compare", r1.to_str().unwrap(), a1.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "a run among reproductions is refused");
 }
+
+/// `run.profile_delay_ms` / `run.profile_duration_ms` keep the profile of a window of the run,
+/// as lkp-tests' perf-profile monitor records (`perf record -a -D delay` for a duration): two
+/// adjacent windows add up, symbol by symbol, to the window that spans both (their shared edge
+/// is the same moment of the same deterministic run), and a window's busy time is at most its
+/// CPUs times its length.
+#[test]
+fn profile_windows_add_up_and_cover_only_their_time() {
+    let d = tmpdir();
+    let window = |name: &str, delay: u32, duration: u32| -> (Value, std::collections::BTreeMap<String, u64>) {
+        let j = d.path().join(format!("{name}.json"));
+        let delay = format!("run.profile_delay_ms={delay}");
+        let duration = format!("run.profile_duration_ms={duration}");
+        ok(&["run", "scenarios/lru-file-mmap-read.toml", "--set", &delay, "--set", &duration, "--json", j.to_str().unwrap(), "--only", "summary"]);
+        let v = json(&j);
+        let rows = v["profile"].as_array().unwrap().iter().map(|r| (r["symbol"].as_str().unwrap().to_string(), r["children_ns"].as_u64().unwrap())).collect();
+        (v["profile_window_ns"].clone(), rows)
+    };
+    let (wa, a) = window("a", 10, 10);
+    let (wb, b) = window("b", 20, 10);
+    let (wc, c) = window("c", 10, 20);
+    assert_eq!(wa[1], wb[0], "a ends where b starts: {wa} {wb}");
+    assert_eq!((wc[0].clone(), wc[1].clone()), (wa[0].clone(), wb[1].clone()));
+    assert!(c.contains_key("shrink_inactive_list") && c["user"] > 0, "{c:?}");
+    for (sym, &ns) in &c {
+        assert_eq!(ns, a.get(sym).copied().unwrap_or(0) + b.get(sym).copied().unwrap_or(0), "{sym}");
+    }
+    // Busy time (user plus every kernel function's self time) of 8 CPUs over 20 ms.
+    let j = d.path().join("c.json");
+    let v = json(&j);
+    let busy: u64 = v["profile"].as_array().unwrap().iter().map(|r| if r["symbol"] == "user" { r["children_ns"].as_u64().unwrap() } else { r["self_ns"].as_u64().unwrap() }).sum();
+    let span = wc[1].as_u64().unwrap() - wc[0].as_u64().unwrap();
+    assert!(busy > 0 && busy <= 8 * span + 8 * 1_000_000, "busy {busy} ns over {span} ns on 8 CPUs");
+    // Without a window the JSON has no window field; a window after the end has no samples.
+    let j = d.path().join("none.json");
+    ok(&["run", "scenarios/lru-file-mmap-read.toml", "--json", j.to_str().unwrap(), "--only", "summary"]);
+    assert!(json(&j).get("profile_window_ns").is_none());
+    let text = ok(&["run", "scenarios/lru-file-mmap-read.toml", "--set", "run.profile_delay_ms=1e9", "--only", "profile"]);
+    assert!(text.contains("the run ended before run.profile_delay_ms"), "{text}");
+}

@@ -50,6 +50,8 @@ pub static KNOBS: &[Knob] = &[
     // ---- run ----
     knob!("run.seed", int(0, i64::MAX), "1", "", "Seed of the simulator's PRNG; printed with every result.", "-"),
     knob!("run.max_sim_ms", int(1, 1 << 40), "60000", "ms", "Stop the run when simulated time passes this (a liveness bound).", "-"),
+    knob!("run.profile_delay_ms", float(0.0, 1e12), "0", "ms", "Start the profile (--only profile, the JSON's profile) this far into the run, as perf record -D does: lkp-tests' perf-profile monitor records from half the job's runtime. 0: from the start.", "lkp-tests monitors/no-stdout/perf-profile"),
+    knob!("run.profile_duration_ms", float(0.0, 1e12), "0", "ms", "Length of the profile's window from run.profile_delay_ms (lkp-tests' perf-profile: 10 s). 0: to the end of the run.", "lkp-tests monitors/no-stdout/perf-profile"),
     // ---- machine ----
     knob!("machine.cpus", int(1, 4096), "2", "", "Online CPUs.", "-"),
     knob!("machine.sockets", int(1, 64), "1", "", "Sockets; CPUs and nodes are split evenly. A cross-socket IPI pays cost.ipi_cross_socket_ns more.", "-"),

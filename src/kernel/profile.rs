@@ -140,6 +140,47 @@ impl KFn {
     }
 }
 
+/// The profile and the busy time at one moment of a run. Two of them make the profile of the
+/// window between them, as lkp-tests' perf-profile monitor takes one: `perf record -a -g -D
+/// delay` for `duration` seconds of the run, not the whole run (monitors/no-stdout/perf-profile;
+/// its defaults are a 10 s duration starting at half the job's `runtime`).
+#[derive(Clone, Debug)]
+pub struct ProfileSnapshot {
+    pub t_ns: Ns,
+    /// User time of all CPUs.
+    pub user_ns: Ns,
+    /// User + system + irq time of all CPUs (a cycles profile samples nothing else).
+    pub busy_ns: Ns,
+    /// Per function ([`KFn`] order): children time (open frames included) and self time.
+    pub children: [Ns; NKFN],
+    pub self_ns: [Ns; NKFN],
+}
+
+/// A window of simulated time over which a run keeps a profile ([`Sim::profile_window`]): the
+/// snapshot taken when the first event at or after `start_ns` runs, and the one at or after
+/// `end_ns` (or at the end of the run, if it ends inside the window).
+#[derive(Clone, Debug)]
+pub struct ProfileWindow {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub first: Option<ProfileSnapshot>,
+    pub last: Option<ProfileSnapshot>,
+}
+
+impl ProfileWindow {
+    pub fn new(start_ns: Ns, end_ns: Ns) -> ProfileWindow {
+        ProfileWindow { start_ns, end_ns: end_ns.max(start_ns), first: None, last: None }
+    }
+
+    /// The window's busy time and the children time of `fns` in it, or None if the run ended
+    /// before the window began.
+    pub fn children_in(&self, fns: &[KFn]) -> Option<(Ns, Ns)> {
+        let (a, b) = (self.first.as_ref()?, self.last.as_ref()?);
+        let ch = fns.iter().map(|&f| b.children[f as usize].saturating_sub(a.children[f as usize])).sum();
+        Some((b.busy_ns.saturating_sub(a.busy_ns), ch))
+    }
+}
+
 /// Per-function times (ns) and the per-CPU stacks of functions being run.
 ///
 /// A charge adds to the innermost function's self time and to the CPU's running total; a
@@ -336,6 +377,53 @@ mod tests {
                     proptest::prop_assert_eq!(p.children_ns(f), want, "{:?}", f);
                     let want_self = n.iter().map(|x| x.self_ns.get(i).copied().unwrap_or(0)).sum::<Ns>() + if f == KFn::FlushTlbFunc { irq } else { 0 };
                     proptest::prop_assert_eq!(p.self_ns[i], want_self, "{:?}", f);
+                }
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// The profile and busy time now (see [`ProfileSnapshot`]).
+    pub fn profile_snapshot(&self, t_ns: Ns) -> ProfileSnapshot {
+        let user_ns = self.cpus.iter().map(|c| c.stats.user_ns).sum();
+        let busy_ns = self.cpus.iter().map(|c| c.stats.user_ns + c.stats.sys_ns + c.stats.irq_ns).sum();
+        let mut children = [0; NKFN];
+        for f in KFn::ALL {
+            children[f as usize] = self.prof.children_ns(f);
+        }
+        ProfileSnapshot { t_ns, user_ns, busy_ns, children, self_ns: self.prof.self_ns }
+    }
+
+    /// Called with each event's time: take the window's snapshots when their times come.
+    #[inline]
+    pub(crate) fn profile_window_tick(&mut self, now: Ns) {
+        if let Some(w) = &self.profile_window {
+            if (w.first.is_none() && now >= w.start_ns) || (w.last.is_none() && now >= w.end_ns) {
+                self.profile_window_take(now);
+            }
+        }
+    }
+
+    #[cold]
+    fn profile_window_take(&mut self, now: Ns) {
+        let snap = self.profile_snapshot(now);
+        let Some(w) = self.profile_window.as_mut() else { return };
+        if w.first.is_none() {
+            w.first = Some(snap.clone());
+        }
+        if w.last.is_none() && now >= w.end_ns {
+            w.last = Some(snap);
+        }
+    }
+
+    /// The end of the run: a window the run ended inside closes here.
+    pub(crate) fn profile_window_close(&mut self, end: Ns) {
+        if let Some(w) = &self.profile_window {
+            if w.first.is_some() && w.last.is_none() {
+                let snap = self.profile_snapshot(end);
+                if let Some(w) = self.profile_window.as_mut() {
+                    w.last = Some(snap);
                 }
             }
         }

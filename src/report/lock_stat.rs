@@ -6,7 +6,7 @@ use serde::Serialize;
 use std::fmt::Write;
 
 use crate::kernel::locking::{LockTimes, LOCK_CLASSES};
-use crate::kernel::profile::KFn;
+use crate::kernel::profile::{KFn, ProfileWindow};
 use crate::sim::Sim;
 
 /// One class of /proc/lock_stat; times in ns (printed in µs, as the kernel prints them).
@@ -80,11 +80,19 @@ pub fn lock_stat_rows(sim: &Sim) -> Vec<LockStatRow> {
 /// Busy time by kernel function, plus `[.] user`, sorted by children time (then symbol).
 pub fn profile_rows(sim: &Sim) -> Vec<ProfileRow> {
     let user: u64 = sim.cpus.iter().map(|c| c.stats.user_ns).sum();
-    let mut rows: Vec<ProfileRow> = KFn::ALL
-        .iter()
-        .map(|&f| ProfileRow { symbol: f.symbol().to_string(), children_ns: sim.prof.children_ns(f), self_ns: sim.prof.self_ns[f as usize] })
-        .filter(|r| r.children_ns > 0)
-        .collect();
+    rows_of(|f| sim.prof.children_ns(f), |f| sim.prof.self_ns[f as usize], user)
+}
+
+/// The profile of a window of the run (`run.profile_delay_ms`, `run.profile_duration_ms`):
+/// what changed between its two snapshots. None when the run ended before the window began.
+pub fn profile_rows_window(w: &ProfileWindow) -> Option<Vec<ProfileRow>> {
+    let (a, b) = (w.first.as_ref()?, w.last.as_ref()?);
+    Some(rows_of(|f| b.children[f as usize].saturating_sub(a.children[f as usize]), |f| b.self_ns[f as usize].saturating_sub(a.self_ns[f as usize]), b.user_ns.saturating_sub(a.user_ns)))
+}
+
+/// Rows with time, most children time first (ties by name), user time as one line.
+fn rows_of(children: impl Fn(KFn) -> u64, self_ns: impl Fn(KFn) -> u64, user: u64) -> Vec<ProfileRow> {
+    let mut rows: Vec<ProfileRow> = KFn::ALL.iter().map(|&f| ProfileRow { symbol: f.symbol().to_string(), children_ns: children(f), self_ns: self_ns(f) }).filter(|r| r.children_ns > 0).collect();
     rows.push(ProfileRow { symbol: "user".into(), children_ns: user, self_ns: user });
     rows.sort_by(|a, b| b.children_ns.cmp(&a.children_ns).then(a.symbol.cmp(&b.symbol)));
     rows
@@ -176,11 +184,22 @@ fn lock_times(t: &LockTimes) -> String {
 }
 
 /// `perf report --children --sort symbol` text over the simulated busy time.
-pub fn format_profile(rows: &[ProfileRow], scenario: &str) -> String {
+/// `window`: the profile covers only this part of the run (ns), as `perf record -D delay` for a
+/// duration; `Some(None)`: a window was asked for and the run ended before it began.
+pub fn format_profile(rows: &[ProfileRow], scenario: &str, window: Option<Option<(u64, u64)>>) -> String {
     let total: u64 = rows.iter().filter(|r| r.symbol == "user").map(|r| r.children_ns).sum::<u64>()
         + rows.iter().filter(|r| r.symbol != "user").map(|r| r.self_ns).sum::<u64>();
     let pct = |v: u64| if total == 0 { 0.0 } else { 100.0 * v as f64 / total as f64 };
     let mut s = format!("# Simulated profile of 'mmsim run {scenario}': busy time by kernel function\n");
+    match window {
+        Some(Some((a, b))) => {
+            let _ = writeln!(s, "# Window: {:.6} s to {:.6} s of the run (run.profile_delay_ms, run.profile_duration_ms)", a as f64 / 1e9, b as f64 / 1e9);
+        }
+        Some(None) => {
+            let _ = writeln!(s, "# Window: the run ended before run.profile_delay_ms; no samples");
+        }
+        None => {}
+    }
     let _ = writeln!(s, "# Total busy time: {:.6} s (user + system + irq, all CPUs)\n#", total as f64 / 1e9);
     let _ = writeln!(s, "# Children      Self  Command  Shared Object      Symbol");
     let _ = writeln!(s, "# ........  ........  .......  .................  ..............................");

@@ -55,8 +55,13 @@ pub struct Report {
     pub errors: Vec<String>,
     /// /proc/lock_stat by class (kernel.lock_model).
     pub lock_stat: Vec<lock_stat::LockStatRow>,
-    /// Busy time by kernel function (perf report --children).
+    /// Busy time by kernel function (perf report --children), over the profile's window if
+    /// `run.profile_delay_ms` / `run.profile_duration_ms` set one.
     pub profile: Vec<lock_stat::ProfileRow>,
+    /// The profile's window: [start, end] ns of the run it covers; absent without a window,
+    /// null when the run ended before it began.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_window_ns: Option<Option<(u64, u64)>>,
     /// `--timeline`: counters per interval (src/report/timeline.rs); absent without it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeline: Option<timeline::TimelineReport>,
@@ -170,7 +175,11 @@ impl Report {
             meminfo,
             errors: sim.workload_errors.clone(),
             lock_stat: lock_stat::lock_stat_rows(sim),
-            profile: lock_stat::profile_rows(sim),
+            profile: match &sim.profile_window {
+                Some(w) => lock_stat::profile_rows_window(w).unwrap_or_default(),
+                None => lock_stat::profile_rows(sim),
+            },
+            profile_window_ns: sim.profile_window.as_ref().map(|w| w.first.as_ref().zip(w.last.as_ref()).map(|(a, b)| (a.t_ns, b.t_ns))),
             timeline: timeline::TimelineReport::from_sim(sim),
             tiering: tiering::TieringReport::from_sim(sim),
             zoneinfo: zoneinfo::ZoneInfo::from_sim(sim),
@@ -244,7 +253,7 @@ impl Report {
 
     /// perf report --children over the simulated busy time.
     pub fn profile_report(&self) -> String {
-        lock_stat::format_profile(&self.profile, &self.scenario)
+        lock_stat::format_profile(&self.profile, &self.scenario, self.profile_window_ns)
     }
 
     /// `--only summary`: the scenario, seed, outcome, workload errors and the one-line totals
