@@ -69,7 +69,7 @@ pub const SIGMA_DIV: u64 = 6;
 pub const THIN: u64 = 512;
 /// The profile's window, as lkp-tests' perf-profile monitor records it
 /// (monitors/no-stdout/perf-profile): `perf record -a -g -D delay` for `duration` = 10 s, with
-/// `delay` = half the job's `runtime`. The seed's metrics are lkp-tests' (pmbench.throughput,
+/// `delay` = half the job's `runtime`. The seed's metrics are lkp-tests' (pmbench.throughput.aps,
 /// interrupts TLB shootdowns, numa_pages_migrated, perf-profile's children cycles of
 /// try_to_unmap), and its author maintained lkp-tests' pmbench test; docs/numa.md.
 pub const PROFILE_DURATION_S: u64 = 10;
