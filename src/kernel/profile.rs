@@ -172,12 +172,25 @@ impl ProfileWindow {
         ProfileWindow { start_ns, end_ns: end_ns.max(start_ns), first: None, last: None }
     }
 
+    /// What the window holds: the last snapshot less the first (its `t_ns` is the window's
+    /// length), or None if the run ended before the window began.
+    pub fn delta(&self) -> Option<ProfileSnapshot> {
+        let (a, b) = (self.first.as_ref()?, self.last.as_ref()?);
+        let less = |x: &[Ns; NKFN], y: &[Ns; NKFN]| std::array::from_fn(|i| x[i].saturating_sub(y[i]));
+        Some(ProfileSnapshot {
+            t_ns: b.t_ns - a.t_ns,
+            user_ns: b.user_ns.saturating_sub(a.user_ns),
+            busy_ns: b.busy_ns.saturating_sub(a.busy_ns),
+            children: less(&b.children, &a.children),
+            self_ns: less(&b.self_ns, &a.self_ns),
+        })
+    }
+
     /// The window's busy time and the children time of `fns` in it, or None if the run ended
     /// before the window began.
     pub fn children_in(&self, fns: &[KFn]) -> Option<(Ns, Ns)> {
-        let (a, b) = (self.first.as_ref()?, self.last.as_ref()?);
-        let ch = fns.iter().map(|&f| b.children[f as usize].saturating_sub(a.children[f as usize])).sum();
-        Some((b.busy_ns.saturating_sub(a.busy_ns), ch))
+        let d = self.delta()?;
+        Some((d.busy_ns, fns.iter().map(|&f| d.children[f as usize]).sum()))
     }
 }
 
@@ -419,12 +432,10 @@ impl Sim {
 
     /// The end of the run: a window the run ended inside closes here.
     pub(crate) fn profile_window_close(&mut self, end: Ns) {
-        if let Some(w) = &self.profile_window {
-            if w.first.is_some() && w.last.is_none() {
-                let snap = self.profile_snapshot(end);
-                if let Some(w) = self.profile_window.as_mut() {
-                    w.last = Some(snap);
-                }
+        if self.profile_window.as_ref().is_some_and(|w| w.first.is_some() && w.last.is_none()) {
+            let snap = self.profile_snapshot(end);
+            if let Some(w) = self.profile_window.as_mut() {
+                w.last = Some(snap);
             }
         }
     }

@@ -86,8 +86,8 @@ pub fn profile_rows(sim: &Sim) -> Vec<ProfileRow> {
 /// The profile of a window of the run (`run.profile_delay_ms`, `run.profile_duration_ms`):
 /// what changed between its two snapshots. None when the run ended before the window began.
 pub fn profile_rows_window(w: &ProfileWindow) -> Option<Vec<ProfileRow>> {
-    let (a, b) = (w.first.as_ref()?, w.last.as_ref()?);
-    Some(rows_of(|f| b.children[f as usize].saturating_sub(a.children[f as usize]), |f| b.self_ns[f as usize].saturating_sub(a.self_ns[f as usize]), b.user_ns.saturating_sub(a.user_ns)))
+    let d = w.delta()?;
+    Some(rows_of(|f| d.children[f as usize], |f| d.self_ns[f as usize], d.user_ns))
 }
 
 /// Rows with time, most children time first (ties by name), user time as one line.
