@@ -24,7 +24,7 @@ fn each_pass_streams_every_weight_page_once() {
         let t: u64 = threads.parse().unwrap();
         let barrier = if t > 1 { t * passes * layers * 7 } else { 0 };
         assert_eq!(r.counters["dTLB-stores"], procs * (passes * model_pages + layers * ctx + barrier), "threads={threads}");
-        assert_eq!(r.counters["pgpgin"], procs * (model_pages + text), "threads={threads}: each page read once (readahead stops at i_size)");
+        assert_eq!(r.counters["pgpgin"], 4 * procs * (model_pages + text), "threads={threads}: each page read once (readahead stops at i_size)");
         // No reclaim: the only remote flushes are the zero-page COW faults of activation and
         // KV pages read before they are first written (do_wp_page -> ptep_clear_flush), at most
         // one per such page, plus exit_mmap()'s full flushes (two per process here, to CPUs
@@ -45,7 +45,7 @@ fn weights_larger_than_memory_are_reclaimed_with_shootdowns() {
     let fits = run(&["workload.llm.model_mib=64"]);
     let big = run(&[]); // 2 x 192 MiB on 256 MiB
     let (model_pages, passes) = (192 * 256u64, 4u64);
-    assert!(big.counters["pgpgin"] > 2 * (passes - 1) * model_pages / 2, "re-reads: {}", big.counters["pgpgin"]);
+    assert!(big.counters["pgpgin"] / 4 > 2 * (passes - 1) * model_pages / 2, "re-reads: {}", big.counters["pgpgin"]);
     assert!(big.counters["pgsteal_kswapd"] + big.counters["pgsteal_direct"] > 2 * (passes - 1) * model_pages / 2);
     assert!(big.counters["nr_tlb_remote_flush"] > 1000, "{}", big.counters["nr_tlb_remote_flush"]);
     let rate = |r: &Report, k: &str| r.counters[k] as f64 / r.counters["dTLB-stores"] as f64;

@@ -110,6 +110,8 @@ impl Sim {
         let d = &mut self.blkdev[dev as usize];
         d.reads += 1;
         d.pages += pages;
+        // submit_bio() counts what it reads (in pages here; /proc/vmstat prints kB).
+        self.vmstat.add(crate::mm::vmstat::VmEvent::PGPGIN, pages);
         // The transfer ends at start + pages * page_xfer; the latency beyond the first page's
         // transfer overlaps with other requests' transfers.
         queued + pages as f64 * page_xfer + (self.p.block_read_ns - page_xfer).max(0.0)
@@ -135,6 +137,7 @@ impl Sim {
         let page_xfer = 4096.0 / self.p.block_write_bytes_per_ns;
         let queued = self.book_io(cpu, dev, pages as f64 * page_xfer);
         self.blkdev[dev as usize].writes += 1;
+        self.vmstat.add(crate::mm::vmstat::VmEvent::PGPGOUT, pages);
         queued + pages as f64 * page_xfer + (self.p.block_write_ns - page_xfer).max(0.0)
     }
 

@@ -79,7 +79,6 @@ impl Sim {
             self.charge_sys(cpu, clear);
             self.kfn_exit(cpu);
         } else {
-            self.vmstat.count(VmEvent::PGPGIN);
             self.charge_sys(cpu, self.p.page_alloc_ns);
             let io = self.submit_read(cpu, crate::block::Dev::File, 1);
             self.io_wait(cpu, io);

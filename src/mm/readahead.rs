@@ -13,7 +13,6 @@
 //! other CPUs is finished after the faulting page's fault, in the task's next steps (`RaCut`).
 
 use crate::kernel::profile::KFn;
-use crate::mm::vmstat::VmEvent;
 use crate::sim::{pg, round_ns, Sim};
 use crate::types::*;
 
@@ -239,7 +238,6 @@ impl Sim {
             self.kfn_exit(cpu);
             return 0.0;
         }
-        self.vmstat.add(VmEvent::PGPGIN, pfns.len() as u64);
         self.submit_read(cpu, crate::block::Dev::File, pfns.len() as u64)
     }
 

@@ -56,6 +56,8 @@ impl Sim {
     pub fn swap_writepage(&mut self, cpu: CpuId) {
         self.mark("swap out");
         self.vmstat.count(VmEvent::PSWPOUT);
+        // The swap device's bio (the model does not book the device for swap writes).
+        self.vmstat.count(VmEvent::PGPGOUT);
         self.charge_sys(cpu, self.p.block_write_ns);
     }
 }

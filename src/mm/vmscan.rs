@@ -819,7 +819,6 @@ impl Sim {
                     // The filesystem's writepage for this folio (cost.writepage_ns).
                     self.charge_sys(cpu, self.p.writepage_ns);
                     self.frame_mut(pfn).flags |= pg::RECLAIM | pg::WRITEBACK;
-                    self.vmstat.count(VmEvent::PGPGOUT);
                     self.vmstat.count(VmEvent::NR_VMSCAN_WRITE);
                     pageout.push(pfn);
                     self.keep_or_putback(keep, pfn, unmapped, false);

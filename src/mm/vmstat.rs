@@ -23,6 +23,8 @@ vm_events! {
     PGMAJFAULT => "pgmajfault",
     PGALLOC => "pgalloc_normal",
     PGFREE => "pgfree",
+    // Counted in 4 KiB pages by the block layer's submit (src/block/mod.rs) and the swap write;
+    // reported in kB (`VmEvent::kernel_value`), as /proc/vmstat prints them.
     PGPGIN => "pgpgin",
     PGPGOUT => "pgpgout",
     PGSCAN_DIRECT => "pgscan_direct",
@@ -99,6 +101,16 @@ impl VmEvent {
     /// The memory-tiering counters (shown only on machines with a memory-only node).
     pub fn is_tiering(self) -> bool {
         matches!(self, VmEvent::PGDEMOTE_KSWAPD | VmEvent::PGDEMOTE_DIRECT | VmEvent::PGPROMOTE_SUCCESS | VmEvent::PGPROMOTE_CANDIDATE)
+    }
+
+    /// A count as /proc/vmstat prints it: pgpgin and pgpgout in kB (the kernel counts sectors
+    /// in `submit_bio()` and `vmstat_start()` halves them; the model counts 4 KiB pages), the
+    /// others as they are.
+    pub fn kernel_value(self, count: u64) -> u64 {
+        match self {
+            VmEvent::PGPGIN | VmEvent::PGPGOUT => count * 4,
+            _ => count,
+        }
     }
 }
 

@@ -79,7 +79,7 @@ impl Report {
         // The tiering counters only on machines with a memory-only node (src/mm/vmstat.rs).
         let tiered = sim.nodes.iter().any(|n| !n.has_cpus);
         for &e in VmEvent::ALL.iter().filter(|e| tiered || !e.is_tiering()) {
-            counters.insert(e.kernel_name().to_string(), sim.vmstat.get(e));
+            counters.insert(e.kernel_name().to_string(), e.kernel_value(sim.vmstat.get(e)));
         }
         let sum = |f: fn(&crate::sim::CpuStats) -> u64| sim.cpus.iter().map(|c| f(&c.stats)).sum::<u64>();
         counters.insert("dTLB-loads".into(), sum(|s| s.dtlb_loads));

@@ -140,7 +140,7 @@ impl TimelineReport {
             let col = samples.iter().map(|s| {
                 let d = s.vmstat[i].saturating_sub(prev.vmstat[i]);
                 prev = s;
-                d
+                e.kernel_value(d)
             });
             r.counters.insert(e.kernel_name().to_string(), col.collect());
         }

@@ -135,7 +135,8 @@ pub struct RunResult {
     /// pgpromote_success, x scale.
     pub pages_promoted: f64,
     pub pgsteal: f64,
-    pub pgpgin: f64,
+    /// Pages read from the file device (pgpgin in pages: /proc/vmstat's pgpgin is kB), x scale.
+    pub pages_read: f64,
     /// The file device's bandwidth over the run (pages read x 4 KiB / simulated time, GB/s),
     /// and the bandwidth it is set to: above it, out-of-order bookings overlapped (block/mod.rs)
     /// and the run is shorter than the device allows.
@@ -268,7 +269,7 @@ pub fn run_one(scale: u64, kernel: Kernel, sets: &[String], bar: Option<&indicat
         pages_demoted: ev(VmEvent::PGDEMOTE_KSWAPD) + ev(VmEvent::PGDEMOTE_DIRECT),
         pages_promoted: ev(VmEvent::PGPROMOTE_SUCCESS),
         pgsteal: ev(VmEvent::PGSTEAL_KSWAPD) + ev(VmEvent::PGSTEAL_DIRECT),
-        pgpgin: ev(VmEvent::PGPGIN),
+        pages_read: ev(VmEvent::PGPGIN),
         device_gbps: sim.blkdev[crate::block::Dev::File as usize].pages as f64 * 4096.0 / (sim.end_ns.max(1) as f64),
         device_gbps_set: sim.p.block_read_bytes_per_ns,
         sim_s: sim.end_ns as f64 / 1e9,
@@ -536,7 +537,7 @@ pub fn experiment_seeds(scale: u64, sets: &[String], seeds: Option<u64>) -> Resu
     writeln!(text, "{:<28} {}", "luf abandon flushes", cell(|r| format!("{:.3e}", r.luf_abandon_flushes))).unwrap();
     writeln!(text, "{:<28} {}", "luf abandon flush time (s)", cell(|r| format!("{:.3e}", r.luf_abandon_flush_s))).unwrap();
     writeln!(text, "{:<28} {}", "pgsteal (x scale)", cell(|r| format!("{:.3e}", r.pgsteal))).unwrap();
-    writeln!(text, "{:<28} {}", "pgpgin (x scale)", cell(|r| format!("{:.3e}", r.pgpgin))).unwrap();
+    writeln!(text, "{:<28} {}", "pages read (x scale)", cell(|r| format!("{:.3e}", r.pages_read))).unwrap();
     writeln!(text, "{:<28} {}", "file device GB/s (run/set)", cell(|r| format!("{:.2}/{:.2}", r.device_gbps, r.device_gbps_set))).unwrap();
     writeln!(text, "{:<28} {}", "simulated s (this scale)", cell(|r| format!("{:.3}", r.sim_s))).unwrap();
     writeln!(text, "{:<28} {}", "simulated accesses", cell(|r| format!("{:.3e}", r.simulated_accesses as f64))).unwrap();
