@@ -295,8 +295,13 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
         line("Elapsed", (pb.5, pa.5), (mean(&eb), mean(&ea)));
         line("TLB interrupts/s (steady phase)", (pb.6, pa.6), (avg(b, |r| r.tlb_irqs_per_s), avg(a, |r| r.tlb_irqs_per_s)));
         let per_page = |v: &Vec<RunResult>| avg(v, |r| if r.reclaimed_pages > 0.0 { r.system_s / r.reclaimed_pages * 1e6 } else { 0.0 });
-        // The seed gives no page count: ≈ system time / pages read (10 x MemTotal), as an estimate.
+        // Both machines' readers read 10 x MemTotal, the seed's and the model's alike: System
+        // per page read compares like with like. The seed gives no count of reclaimed pages, so
+        // its figure per reclaimed page is estimated by the one per page read, a lower bound
+        // (fewer pages are reclaimed than read).
         let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
+        let per_read = |v: &Vec<RunResult>| avg(v, |r| r.system_s) / pages_read * 1e6;
+        line("System us per page read", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_read(b), per_read(a)));
         line("System us per reclaimed page (est.)", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a)));
         writeln!(text, "{:<36} {:>21}   {:>10.1}% {:>10.1}%", "Lock wait+handoff share of busy time", "", avg(b, |r| r.lock_pct), avg(a, |r| r.lock_pct)).unwrap();
         let gains: Vec<f64> = eb.iter().zip(&ea).map(|(b, a)| 100.0 * (b - a) / b).collect();
@@ -316,6 +321,7 @@ pub fn experiment(sets: &[String], seeds: u64, scale: u64) -> Result<(Out, Strin
             ("system_s", (pb.4, pa.4), (avg(b, |r| r.system_s), avg(a, |r| r.system_s))),
             ("user_s", (pb.3, pa.3), (avg(b, |r| r.user_s), avg(a, |r| r.user_s))),
             ("tlb_irqs_per_s", (pb.6, pa.6), (avg(b, |r| r.tlb_irqs_per_s), avg(a, |r| r.tlb_irqs_per_s))),
+            ("system_us_per_page_read", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_read(b), per_read(a))),
             ("system_us_per_reclaimed_page", (pb.4 / pages_read * 1e6, pa.4 / pages_read * 1e6), (per_page(b), per_page(a))),
         ] {
             rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new(s) });
@@ -332,8 +338,11 @@ fn worst_seed_difference(out: &Out) -> f64 {
 }
 
 /// The headline figures against issue 11's bands ("Done when"): the elapsed gain on each machine
-/// (4-node 14-34%, single socket 10-29%, the single socket's smaller), system time per reclaimed
-/// page before the patch within 2x of the published, and the TLB IRQ reduction at least 70%.
+/// (4-node 14-34%, single socket 10-29%, the single socket's smaller), system time per page
+/// before the patch within 2x of the published, and the TLB IRQ reduction at least 70%. The
+/// issue's "per reclaimed page" (≈35 µs) is the seed's System over the pages its readers read;
+/// the check divides the simulated System by the same count (`system_us_per_page_read`), not
+/// by the model's reclaimed pages, which are fewer.
 pub fn checks(out: &Out) -> Vec<super::summary::Check> {
     use super::summary::{reduction_pct, Band, Check};
     const ISSUE: &str = "issue 11";
@@ -345,8 +354,8 @@ pub fn checks(out: &Out) -> Vec<super::summary::Check> {
         Check::new("batched-flush", "1-socket elapsed reduction %", Some(gain(&e1.published)), gain(&e1.simulated), Band::Range { lo: 10.0, hi: 29.0 }, ISSUE),
         Check::new("batched-flush", "1-socket minus 4-node reduction, worst seed (points)", Some(gain(&e1.published) - gain(&e4.published)), worst_seed_difference(out), Band::Below { hi: 0.0 }, ISSUE),
     ];
-    let sp = row("4-node", "system_us_per_reclaimed_page");
-    c.push(Check::new("batched-flush", "4-node system us/reclaimed page, before", Some(sp.published.before), sp.simulated.before, Band::within_factor(sp.published.before, 2.0), ISSUE));
+    let sp = row("4-node", "system_us_per_page_read");
+    c.push(Check::new("batched-flush", "4-node system us/page read, before", Some(sp.published.before), sp.simulated.before, Band::within_factor(sp.published.before, 2.0), ISSUE));
     for m in ["4-node", "1-socket"] {
         let r = row(m, "tlb_irqs_per_s");
         c.push(Check::new("batched-flush", format!("{m} TLB IRQ/s reduction %"), Some(gain(&r.published)), gain(&r.simulated), Band::AtLeast { lo: 70.0 }, ISSUE));
@@ -364,7 +373,7 @@ mod checks_tests {
         for (mi, m) in MACHINES.iter().enumerate() {
             let [b, a] = PUBLISHED[mi];
             let pages_read = 10.0 * m.mem_gib as f64 * 262144.0;
-            for (metric, p) in [("elapsed_s", (b.0, a.0)), ("tlb_irqs_per_s", (b.6, a.6)), ("system_us_per_reclaimed_page", (b.4 / pages_read * 1e6, a.4 / pages_read * 1e6))] {
+            for (metric, p) in [("elapsed_s", (b.0, a.0)), ("tlb_irqs_per_s", (b.6, a.6)), ("system_us_per_page_read", (b.4 / pages_read * 1e6, a.4 / pages_read * 1e6))] {
                 rows.push(Row { machine: m.name.into(), metric: metric.into(), published: Pair::new(p), simulated: Pair::new((sim(metric, p.0), sim(metric, p.1))) });
             }
         }
