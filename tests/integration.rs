@@ -402,7 +402,10 @@ fn batched_flush_reproduction_meets_issue_11_irq_criteria() {
 /// and 22.11%, both in their bands, the single socket's below the 4-node's in every seed, but
 /// 14.9 us per page (17.3 needed; 14.2 since session 40, which counts System as mmtests does,
 /// without kswapd; 12.8 since session 41, per page read as the seed's figure is, not per page
-/// reclaimed). Kept, ignored, until the missing mechanism is found:
+/// reclaimed). Session 41 gave the single socket the 8 GB of the seed's v5 posting (it had 16):
+/// at full scale its gain is 25.8%, still below the 4-node's 27.1% in every seed, and its
+/// system time per page read 5.95 us against the seed's 5.33. Kept, ignored, until the missing
+/// mechanism is found:
 /// `cargo test --release -- --ignored elapsed_gains`.
 #[test]
 #[ignore = "known miss of the model, issue 11: at 1/16 the single-socket elapsed gain (above its band and the 4-node gain) and the 4-node time per page"]
