@@ -117,10 +117,13 @@ pub fn render(checks: &[Check]) -> String {
     let mut s = String::new();
     let agree = checks.iter().filter(|c| c.agrees).count();
     writeln!(s, "== Summary: {agree} of {} headline figures within their bands ==", checks.len()).unwrap();
-    writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<20} {:<8} source", "experiment", "metric", "published", "simulated", "band", "verdict").unwrap();
+    // The columns as wide as their longest cell, so that every row lines up.
+    let w = checks.iter().map(|c| c.metric.chars().count()).max().unwrap_or(0).max(44);
+    let wb = checks.iter().map(|c| c.band.describe().chars().count()).max().unwrap_or(0).max(20);
+    writeln!(s, "{:<18} {:<w$} {:>11} {:>11}  {:<wb$} {:<8} source", "experiment", "metric", "published", "simulated", "band", "verdict").unwrap();
     for c in checks {
         let p = c.published.map(num).unwrap_or_else(|| "-".into());
-        writeln!(s, "{:<18} {:<44} {:>11} {:>11}  {:<20} {:<8} {}", c.experiment, c.metric, p, num(c.simulated), c.band.describe(), if c.agrees { "agrees" } else { "MISSES" }, c.source).unwrap();
+        writeln!(s, "{:<18} {:<w$} {:>11} {:>11}  {:<wb$} {:<8} {}", c.experiment, c.metric, p, num(c.simulated), c.band.describe(), if c.agrees { "agrees" } else { "MISSES" }, c.source).unwrap();
     }
     s
 }
@@ -285,6 +288,22 @@ mod tests {
         assert_eq!(num(15.966), "15.97");
         let b = Band::within_factor(34.6, 2.0);
         assert!(b.contains(17.3) && b.contains(69.2) && !b.contains(17.2));
+    }
+
+    /// A metric longer than the column's usual width widens it: every row's figures start
+    /// where the header's do.
+    #[test]
+    fn the_summary_columns_line_up_whatever_the_metric() {
+        let checks = [
+            Check::new("batched-flush", "short", Some(1.25), 2.5, Band::AtLeast { lo: 1.0 }, "issue 11"),
+            Check::new("batched-flush", "1-socket minus 4-node reduction, worst seed (points), and more", Some(-4.85), 1.66, Band::Below { hi: 0.0 }, "issue 11"),
+        ];
+        let text = render(&checks);
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        let end_of = |l: &str, word: &str| l.find(word).map(|i| i + word.len()).unwrap();
+        let header = end_of(lines[0], "published");
+        assert_eq!(end_of(lines[1], "1.25"), header, "{text}");
+        assert_eq!(end_of(lines[2], "-4.85"), header, "{text}");
     }
 
     #[test]
