@@ -135,7 +135,8 @@ pub struct RunResult {
     /// pgpromote_success, x scale.
     pub pages_promoted: f64,
     pub pgsteal: f64,
-    /// Pages read from the file device (pgpgin in pages: /proc/vmstat's pgpgin is kB), x scale.
+    /// Pages read from the file device (the models and the text; pgpgin without swap-ins, in
+    /// pages where /proc/vmstat prints kB), x scale.
     pub pages_read: f64,
     /// The file device's bandwidth over the run (pages read x 4 KiB / simulated time, GB/s),
     /// and the bandwidth it is set to: above it, out-of-order bookings overlapped (block/mod.rs)
@@ -269,7 +270,7 @@ pub fn run_one(scale: u64, kernel: Kernel, sets: &[String], bar: Option<&indicat
         pages_demoted: ev(VmEvent::PGDEMOTE_KSWAPD) + ev(VmEvent::PGDEMOTE_DIRECT),
         pages_promoted: ev(VmEvent::PGPROMOTE_SUCCESS),
         pgsteal: ev(VmEvent::PGSTEAL_KSWAPD) + ev(VmEvent::PGSTEAL_DIRECT),
-        pages_read: ev(VmEvent::PGPGIN),
+        pages_read: sim.blkdev[crate::block::Dev::File as usize].pages as f64 * k,
         device_gbps: sim.blkdev[crate::block::Dev::File as usize].pages as f64 * 4096.0 / (sim.end_ns.max(1) as f64),
         device_gbps_set: sim.p.block_read_bytes_per_ns,
         sim_s: sim.end_ns as f64 / 1e9,
